@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/wasmsched/wasmsched/host/eval"
+)
+
+var errUsage = errors.New("usage")
+
+// policyFlags collects --policy, --config and --weight in order: each
+// --config and --weight applies to the --policy before it.
+type policyFlags struct {
+	specs []eval.PolicySpec
+	err   error
+}
+
+func (f *policyFlags) policy(path string) error {
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	name = strings.TrimSuffix(name, ".tinygo")
+	f.specs = append(f.specs, eval.PolicySpec{Name: name, Wasm: wasm})
+	return nil
+}
+
+func (f *policyFlags) config(path string) error {
+	if len(f.specs) == 0 {
+		return errors.New("--config must follow the --policy it configures")
+	}
+	last := &f.specs[len(f.specs)-1]
+	if last.Settings != nil {
+		return fmt.Errorf("policy %s already has a --config", last.Name)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if !json.Valid(b) {
+		return fmt.Errorf("%s: settings are not valid JSON", path)
+	}
+	last.Settings = b
+	return nil
+}
+
+func (f *policyFlags) weight(s string) error {
+	if len(f.specs) == 0 {
+		return errors.New("--weight must follow the --policy it weighs")
+	}
+	w, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || w < 1 || w > 100 {
+		return fmt.Errorf("weight %q is not an integer in 1..100", s)
+	}
+	f.specs[len(f.specs)-1].Weight = w
+	return nil
+}
+
+type funcFlag func(string) error
+
+func (f funcFlag) String() string     { return "" }
+func (f funcFlag) Set(s string) error { return f(s) }
+
+func runEval(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var pf policyFlags
+	fs.Var(funcFlag(pf.policy), "policy", "policy module (.wasm); repeat to compose policies in order")
+	fs.Var(funcFlag(pf.config), "config", "settings (JSON file) for the preceding --policy")
+	fs.Var(funcFlag(pf.weight), "weight", "score weight (1..100) for the preceding --policy (default 1)")
+	podPath := fs.String("pod", "", "the pod to schedule (YAML or JSON)")
+	nodesPath := fs.String("nodes", "", "the nodes (multi-document YAML or a List)")
+	podsPath := fs.String("pods", "", "pods already placed (spec.nodeName set), counted toward their nodes")
+	output := fs.String("o", "table", "output format: table or json")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return errUsage
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case len(pf.specs) == 0:
+		return errors.New("no --policy given")
+	case *podPath == "":
+		return errors.New("no --pod given")
+	case *nodesPath == "":
+		return errors.New("no --nodes given")
+	case *output != "table" && *output != "json":
+		return fmt.Errorf("unknown output format %q (want table or json)", *output)
+	}
+	var in eval.Input
+	var err error
+	if in.Pod, err = eval.ReadPod(*podPath); err != nil {
+		return err
+	}
+	if in.Nodes, err = eval.ReadNodes(*nodesPath); err != nil {
+		return err
+	}
+	if *podsPath != "" {
+		if in.Pods, err = eval.ReadPods(*podsPath); err != nil {
+			return err
+		}
+	}
+	ctx := context.Background()
+	ev, err := eval.Load(ctx, pf.specs)
+	if err != nil {
+		return err
+	}
+	defer ev.Close(ctx)
+	rep, err := ev.Evaluate(ctx, in)
+	if err != nil {
+		return err
+	}
+	if *output == "json" {
+		b, err := json.Marshal(rep)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "%s\n", b)
+		return err
+	}
+	return printTable(stdout, rep)
+}
+
+func printTable(w io.Writer, rep *eval.Report) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "POD\t%s\n", rep.Pod)
+	fmt.Fprintf(tw, "NODE\tVERDICT\tSCORE\tREASONS\n")
+	for _, n := range rep.Nodes {
+		score := "-"
+		if n.Score != nil {
+			score = strconv.FormatInt(*n.Score, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Name, n.Code, score, strings.Join(n.Reasons, "; "))
+	}
+	fmt.Fprintf(tw, "PERMIT\t%s\t\t%s\n", rep.Permit.Code, strings.Join(rep.Permit.Reasons, "; "))
+	selected := rep.Selected
+	if selected == "" {
+		selected = "(none)"
+	}
+	fmt.Fprintf(tw, "SELECTED\t%s\n", selected)
+	return tw.Flush()
+}

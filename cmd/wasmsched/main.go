@@ -1,0 +1,52 @@
+// Command wasmsched is the policy author's and operator's tool: it evaluates
+// policies offline (eval) and, in later subcommands, runs an embedded
+// control plane and manages policy uploads.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+const usage = `wasmsched: run and manage WebAssembly scheduling policies
+
+Usage:
+  wasmsched eval --policy P.wasm [--config settings.json] [--weight N] ... --pod pod.yaml --nodes nodes.yaml [--pods pods.yaml] [-o table|json]
+  wasmsched version
+
+Run "wasmsched <command> -h" for a command's flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes a command line and returns the exit code. Errors are printed
+// as one line on stderr.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "eval":
+		err = runEval(args[1:], stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, versionString())
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "wasmsched: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if err != nil {
+		if err == errUsage {
+			return 2
+		}
+		fmt.Fprintf(stderr, "wasmsched %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}

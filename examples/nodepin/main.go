@@ -1,0 +1,71 @@
+// Command nodepin is a wasmsched policy that lets pods run only on a fixed
+// list of nodes: the classic "only these nodes" filter.
+//
+// Settings: {"nodes": ["k8s-node1"]} (the default). Any other node is
+// rejected with a reason naming the allowed nodes.
+package main
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/wasmsched/wasmsched/guest"
+)
+
+// Settings are the operator's settings.
+type Settings struct {
+	Nodes []string `json:"nodes"`
+}
+
+// Policy holds the validated settings.
+type Policy struct {
+	allowed  map[string]bool
+	rejected guest.Status
+}
+
+// New validates settings and builds the policy.
+func New(s Settings) (*Policy, error) {
+	if len(s.Nodes) == 0 {
+		return nil, errors.New(`settings: "nodes" must list at least one node`)
+	}
+	p := &Policy{allowed: make(map[string]bool, len(s.Nodes))}
+	for _, n := range s.Nodes {
+		if n == "" {
+			return nil, errors.New(`settings: "nodes" contains an empty name`)
+		}
+		p.allowed[n] = true
+	}
+	p.rejected = guest.RejectUnresolvable("nodepin: node is not one of the allowed nodes [%s]", strings.Join(s.Nodes, ", "))
+	return p, nil
+}
+
+// Filter admits the allowed nodes only.
+func (p *Policy) Filter(_ *guest.Cycle, n *guest.NodeInfo) guest.Status {
+	if p.allowed[n.Name()] {
+		return guest.OK()
+	}
+	return p.rejected
+}
+
+var policy *Policy
+
+func init() {
+	guest.Register(&guest.Policy{
+		Name: "nodepin",
+		Settings: func(raw []byte) error {
+			s := Settings{Nodes: []string{"k8s-node1"}}
+			if err := guest.ParseSettings(raw, &s); err != nil {
+				return err
+			}
+			p, err := New(s)
+			if err != nil {
+				return err
+			}
+			policy = p
+			return nil
+		},
+		Filter: func(c *guest.Cycle, n *guest.NodeInfo) guest.Status { return policy.Filter(c, n) },
+	})
+}
+
+func main() {}

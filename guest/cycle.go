@@ -1,0 +1,46 @@
+package guest
+
+// Cycle is one scheduling cycle of one pod, as one instance sees it. It is
+// created when the host starts the cycle on the instance and lives until the
+// next cycle starts there.
+type Cycle struct {
+	// ID is the host's number for the cycle.
+	ID uint64
+	// Pod is the pod being scheduled.
+	Pod *Pod
+	// State is free for the policy: PreFilter typically computes something
+	// once per cycle and Filter and Score read it.
+	State any
+
+	restricted bool
+	restrict   []string
+}
+
+// RestrictNodes narrows, from PreFilter, the nodes the scheduler evaluates
+// for this pod to the named ones. Calling it with no names leaves no node.
+func (c *Cycle) RestrictNodes(names ...string) {
+	c.restricted = true
+	c.restrict = append(c.restrict, names...)
+}
+
+// EachNode calls fn for every node resident in the instance, in handle
+// order, until fn returns false. The data is current for the cycle when the
+// policy sets Policy.WantsAllNodes.
+func (c *Cycle) EachNode(fn func(n *NodeInfo) bool) {
+	for _, n := range inst.nodes {
+		if n != nil && !fn(n) {
+			return
+		}
+	}
+}
+
+// NodeByName returns the resident node with that name, or nil. It scans the
+// snapshot: use it sparingly.
+func (c *Cycle) NodeByName(name string) *NodeInfo {
+	for _, n := range inst.nodes {
+		if n != nil && n.Name() == name {
+			return n
+		}
+	}
+	return nil
+}

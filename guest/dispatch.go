@@ -1,0 +1,398 @@
+package guest
+
+import (
+	"time"
+
+	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+)
+
+// maxHandle bounds node handles so that a corrupt message cannot make the
+// instance allocate a huge slice.
+const maxHandle = 1 << 22
+
+// marshaler is what the result of a call must offer; both abiv1.Result and
+// abiv1.PolicyInfo do.
+type marshaler interface {
+	SizeVT() int
+	MarshalToSizedBufferVT([]byte) (int, error)
+}
+
+// instance is the state of this module instance. The export functions are
+// thin wrappers around its methods, so the dispatch logic is testable
+// without WebAssembly.
+type instance struct {
+	policy *Policy
+	ready  bool
+
+	nodes []*NodeInfo // resident snapshot, by handle
+	cycle *Cycle
+
+	in  []byte // the host writes requests here (see buffer)
+	out []byte // the marshalled result of the last call
+
+	// The detail of the last call, marshalled only if the host asks.
+	result  abiv1.Result
+	info    *abiv1.PolicyInfo
+	pending marshaler
+}
+
+var inst = &instance{}
+
+// buffer returns the input buffer, grown to at least n bytes.
+func (in *instance) buffer(n uint32) []byte {
+	if uint32(cap(in.in)) < n {
+		in.in = make([]byte, n, max(n, 2*uint32(cap(in.in))))
+	}
+	in.in = in.in[:n]
+	return in.in
+}
+
+// errOverrun is the decode error for a request longer than the buffer the
+// host was given.
+var errOverrun = errorString("request length exceeds the buffer obtained from wasmsched_buffer")
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
+
+// unmarshaler is implemented by every generated ABI message.
+type unmarshaler interface{ UnmarshalVT([]byte) error }
+
+// decode decodes the first n bytes the host wrote into m.
+func (in *instance) decode(n uint32, m unmarshaler) error {
+	if uint64(n) > uint64(len(in.in)) {
+		return errOverrun
+	}
+	return m.UnmarshalVT(in.in[:n])
+}
+
+// fail records an error result and returns its code.
+func (in *instance) fail(code Code, reason string) uint32 {
+	in.setResult(Status{Code: code, Reasons: []string{reason}})
+	return uint32(code)
+}
+
+func (in *instance) setResult(s Status) {
+	in.result = abiv1.Result{}
+	in.result.Code = abiv1.Code(s.Code)
+	in.result.Reasons = s.Reasons
+	in.pending = &in.result
+}
+
+// status records s as the result of a call and returns its code.
+func (in *instance) status(s Status) uint32 {
+	if s.Code == Success && len(s.Reasons) == 0 {
+		in.pending = nil
+		return uint32(Success)
+	}
+	in.setResult(s)
+	return uint32(s.Code)
+}
+
+// marshalResult marshals the last call's detail into out. An empty result
+// (nothing to report) marshals to zero bytes.
+func (in *instance) marshalResult() []byte {
+	if in.pending == nil {
+		return in.out[:0]
+	}
+	n := in.pending.SizeVT()
+	if cap(in.out) < n {
+		in.out = make([]byte, n)
+	}
+	in.out = in.out[:n]
+	if _, err := in.pending.MarshalToSizedBufferVT(in.out); err != nil {
+		return in.out[:0]
+	}
+	return in.out
+}
+
+// init handles wasmsched_init.
+func (in *instance) init(n uint32) uint32 {
+	info := &abiv1.PolicyInfo{AbiVersion: ABIVersion, Sdk: "wasmsched-go-sdk/1"}
+	in.info = info
+	in.pending = info
+	fail := func(reason string) uint32 {
+		info.Code = abiv1.Code_CODE_ERROR
+		info.Reasons = []string{reason}
+		return uint32(Error)
+	}
+	if in.policy == nil {
+		return fail("no policy registered: call guest.Register from an init function")
+	}
+	var req abiv1.InitRequest
+	if err := in.decode(n, &req); err != nil {
+		return fail("decode InitRequest: " + err.Error())
+	}
+	if req.HostAbiVersion != ABIVersion {
+		return fail("host speaks ABI version " + itoa(int64(req.HostAbiVersion)) + ", this policy ABI version " + itoa(ABIVersion))
+	}
+	if in.policy.Settings != nil {
+		if err := in.policy.Settings(req.Settings); err != nil {
+			return fail(err.Error())
+		}
+	}
+	info.Code = abiv1.Code_CODE_SUCCESS
+	info.Points = in.policy.points()
+	info.WantsPods = in.policy.WantsPods
+	info.WantsAllNodes = in.policy.WantsAllNodes
+	in.ready = true
+	return uint32(Success)
+}
+
+// sync handles wasmsched_sync.
+func (in *instance) sync(n uint32) uint32 {
+	var req abiv1.NodeSync
+	if err := in.decode(n, &req); err != nil {
+		return in.fail(Error, "decode NodeSync: "+err.Error())
+	}
+	for _, h := range req.Removed {
+		if h >= 0 && int(h) < len(in.nodes) {
+			in.nodes[h] = nil
+		}
+	}
+	for _, ni := range req.Upserts {
+		h := ni.Handle
+		if h < 0 || h >= maxHandle {
+			return in.fail(Error, "node handle "+itoa(int64(h))+" out of range")
+		}
+		if int(h) >= len(in.nodes) {
+			grown := make([]*NodeInfo, max(int(h)+1, 2*len(in.nodes)))
+			copy(grown, in.nodes)
+			in.nodes = grown
+		}
+		in.nodes[h] = &NodeInfo{ni}
+	}
+	in.pending = nil
+	return uint32(Success)
+}
+
+// node returns the resident node with handle h, or nil.
+func (in *instance) node(h uint32) *NodeInfo {
+	if h >= uint32(len(in.nodes)) {
+		return nil
+	}
+	return in.nodes[h]
+}
+
+func (in *instance) unknownNode(h uint32) uint32 {
+	return in.fail(Error, "node handle "+itoa(int64(h))+" was never synced")
+}
+
+// startCycle handles wasmsched_cycle: it installs the pod and runs PreFilter.
+func (in *instance) startCycle(n uint32) uint32 {
+	var req abiv1.CycleRequest
+	if err := in.decode(n, &req); err != nil {
+		in.cycle = nil
+		return in.fail(Error, "decode CycleRequest: "+err.Error())
+	}
+	if req.Pod == nil {
+		in.cycle = nil
+		return in.fail(Error, "CycleRequest without a pod")
+	}
+	c := &Cycle{ID: req.Cycle, Pod: &Pod{req.Pod}}
+	in.cycle = c
+	if in.policy.PreFilter == nil {
+		in.pending = nil
+		return uint32(Success)
+	}
+	s := in.policy.PreFilter(c)
+	if !c.restricted {
+		return in.status(s)
+	}
+	in.setResult(s)
+	in.result.NodeSubset = true
+	in.result.NodeNames = c.restrict
+	return uint32(s.Code)
+}
+
+// needCycle reports (by returning a non-zero code) a call made outside a
+// cycle.
+func (in *instance) needCycle() uint32 {
+	if in.cycle == nil {
+		return in.fail(Error, "no scheduling cycle started on this instance")
+	}
+	return 0
+}
+
+// filter handles wasmsched_filter.
+func (in *instance) filter(h uint32) uint32 {
+	if c := in.needCycle(); c != 0 {
+		return c
+	}
+	n := in.node(h)
+	if n == nil {
+		return in.unknownNode(h)
+	}
+	if in.policy.Filter == nil {
+		in.pending = nil
+		return uint32(Success)
+	}
+	return in.status(in.policy.Filter(in.cycle, n))
+}
+
+// score handles wasmsched_score: the code in the high 32 bits, the score as
+// an int32 in the low 32.
+func (in *instance) score(h uint32) uint64 {
+	if c := in.needCycle(); c != 0 {
+		return uint64(c) << 32
+	}
+	n := in.node(h)
+	if n == nil {
+		return uint64(in.unknownNode(h)) << 32
+	}
+	if in.policy.Score == nil {
+		in.pending = nil
+		return uint64(Success) << 32
+	}
+	v, s := in.policy.Score(in.cycle, n)
+	if s.Code == Success && (v < -1<<31 || v > 1<<31-1) {
+		s = Errorf("score %d does not fit in an int32", v)
+	}
+	code := in.status(s)
+	return uint64(code)<<32 | uint64(uint32(int32(v)))
+}
+
+// call handles wasmsched_call, the generic entry for the points that carry
+// a message.
+func (in *instance) call(point, n uint32) uint32 {
+	if c := in.needCycle(); c != 0 {
+		return c
+	}
+	p := in.policy
+	switch abiv1.Point(point) {
+	case abiv1.Point_POINT_NORMALIZE_SCORE:
+		var m abiv1.ScoreList
+		if err := in.decode(n, &m); err != nil {
+			return in.fail(Error, "decode ScoreList: "+err.Error())
+		}
+		scores := make([]NodeScore, len(m.Scores))
+		for i, s := range m.Scores {
+			if scores[i].Node = in.node(uint32(s.NodeHandle)); scores[i].Node == nil {
+				return in.unknownNode(uint32(s.NodeHandle))
+			}
+			scores[i].Score = s.Score
+		}
+		s := OK()
+		if p.NormalizeScore != nil {
+			s = p.NormalizeScore(in.cycle, scores)
+		}
+		in.setResult(s)
+		for i, sc := range scores {
+			m.Scores[i].Score = sc.Score
+		}
+		in.result.Scores = m.Scores
+		return uint32(s.Code)
+
+	case abiv1.Point_POINT_POST_FILTER:
+		var m abiv1.PostFilterRequest
+		if err := in.decode(n, &m); err != nil {
+			return in.fail(Error, "decode PostFilterRequest: "+err.Error())
+		}
+		if p.PostFilter == nil {
+			return in.status(Status{Code: Unschedulable})
+		}
+		statuses := make([]NodeStatus, 0, len(m.Statuses))
+		for _, st := range m.Statuses {
+			n := in.node(uint32(st.NodeHandle))
+			if n == nil {
+				return in.unknownNode(uint32(st.NodeHandle))
+			}
+			statuses = append(statuses, NodeStatus{Node: n, Status: Status{Code: Code(st.Code), Reasons: st.Reasons}})
+		}
+		nominated, s := p.PostFilter(in.cycle, statuses)
+		in.setResult(s)
+		in.result.NominatedNodeName = nominated
+		return uint32(s.Code)
+
+	case abiv1.Point_POINT_PERMIT:
+		var m abiv1.PermitRequest
+		if err := in.decode(n, &m); err != nil {
+			return in.fail(Error, "decode PermitRequest: "+err.Error())
+		}
+		n := in.node(uint32(m.NodeHandle))
+		if n == nil {
+			return in.unknownNode(uint32(m.NodeHandle))
+		}
+		if p.Permit == nil {
+			return in.status(OK())
+		}
+		r := p.Permit(in.cycle, n, waitingPods(m.Waiting))
+		in.setResult(r.Status)
+		in.result.WaitTimeoutMillis = int64(r.Timeout / time.Millisecond)
+		in.result.Actions = actions(r.Actions)
+		return uint32(r.Status.Code)
+
+	case abiv1.Point_POINT_RESERVE, abiv1.Point_POINT_UNRESERVE, abiv1.Point_POINT_PRE_BIND, abiv1.Point_POINT_POST_BIND:
+		var m abiv1.NodeHandleRequest
+		if err := in.decode(n, &m); err != nil {
+			return in.fail(Error, "decode NodeHandleRequest: "+err.Error())
+		}
+		n := in.node(uint32(m.NodeHandle))
+		if n == nil {
+			return in.unknownNode(uint32(m.NodeHandle))
+		}
+		switch abiv1.Point(point) {
+		case abiv1.Point_POINT_RESERVE:
+			if p.Reserve != nil {
+				return in.status(p.Reserve(in.cycle, n))
+			}
+		case abiv1.Point_POINT_UNRESERVE:
+			if p.Unreserve != nil {
+				acts := p.Unreserve(in.cycle, n, waitingPods(m.Waiting))
+				in.setResult(OK())
+				in.result.Actions = actions(acts)
+				return uint32(Success)
+			}
+		case abiv1.Point_POINT_PRE_BIND:
+			if p.PreBind != nil {
+				return in.status(p.PreBind(in.cycle, n))
+			}
+		case abiv1.Point_POINT_POST_BIND:
+			if p.PostBind != nil {
+				p.PostBind(in.cycle, n)
+			}
+		}
+		return in.status(OK())
+	}
+	return in.fail(Error, "unknown extension point "+itoa(int64(point)))
+}
+
+func waitingPods(ms []*abiv1.WaitingPod) []WaitingPod {
+	out := make([]WaitingPod, len(ms))
+	for i, m := range ms {
+		out[i] = WaitingPod{m}
+	}
+	return out
+}
+
+func actions(as []WaitingPodAction) []*abiv1.WaitingPodAction {
+	out := make([]*abiv1.WaitingPodAction, len(as))
+	for i, a := range as {
+		out[i] = &abiv1.WaitingPodAction{Uid: a.UID, Allow: a.Allow, Reason: a.Reason}
+	}
+	return out
+}
+
+// itoa formats an integer without pulling strconv into every code path.
+func itoa(v int64) string {
+	if v == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	neg := v < 0
+	u := uint64(v)
+	if neg {
+		u = uint64(-v)
+	}
+	for u > 0 {
+		i--
+		b[i] = byte('0' + u%10)
+		u /= 10
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}

@@ -1,0 +1,31 @@
+// Package guest is the SDK a policy author imports to write a wasmsched
+// scheduling policy in Go or TinyGo.
+//
+// A policy is a set of plain Go functions registered once, from an init
+// function, with Register:
+//
+//	func init() {
+//		guest.Register(&guest.Policy{
+//			Name:   "nodepin",
+//			Filter: filter,
+//		})
+//	}
+//
+//	func main() {}
+//
+// built as a WebAssembly reactor:
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o nodepin.wasm .
+//
+// The SDK implements the host ABI (abi/README.md): it keeps the scheduler's
+// node snapshot resident inside the module, decodes what the host sends once
+// per change, and calls the registered functions with typed views of the pod
+// and nodes. It never uses reflection on the data path, so policies also build
+// with TinyGo.
+//
+// Concurrency: a module instance is only ever called by one host goroutine at
+// a time; policy functions need no locking. State kept in package variables
+// lives as long as the instance, which the host may replace at any time
+// (after a trap, or when it grows or shrinks its pool): use it for caches,
+// never for decisions that must survive.
+package guest

@@ -1,0 +1,160 @@
+package guest
+
+import (
+	"time"
+
+	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+)
+
+// ABIVersion is the version of the host ABI this SDK implements.
+const ABIVersion = 1
+
+// Policy is what a policy author registers. Every function is optional; the
+// host only calls the extension points whose function is set, and a point
+// that no policy implements costs the scheduler nothing.
+type Policy struct {
+	// Name identifies the policy in logs. The operator's name for the
+	// policy (from the scheduler configuration) is used where they differ.
+	Name string
+
+	// Settings receives the operator's settings (JSON; empty when none) once
+	// per instance, before any other call. Returning an error rejects the
+	// policy at load time with that error. ParseSettings helps.
+	Settings func(raw []byte) error
+
+	// WantsPods asks the host to send, with every node, a summary of the
+	// pods on it (NodeInfo.Pods). Leave it false when the policy needs only
+	// the node and its resource totals: syncing is cheaper.
+	WantsPods bool
+
+	// WantsAllNodes asks the host to bring the whole snapshot up to date
+	// before each cycle, for policies that read other nodes than the one a
+	// call names (counting pods per zone, ...). Without it a node's data is
+	// only guaranteed current in calls that name it.
+	WantsAllNodes bool
+
+	// PreFilter runs once per cycle on each instance that takes part in
+	// it, before any other call of the cycle. It may reject the pod
+	// outright, narrow the candidate nodes with Cycle.RestrictNodes, keep
+	// per-cycle state in Cycle.State, or return SkipPoint to skip Filter.
+	PreFilter func(c *Cycle) Status
+
+	// Filter decides whether the pod may run on a node.
+	Filter func(c *Cycle, n *NodeInfo) Status
+
+	// Score ranks a node that passed Filter. Raw scores must fit in an int32;
+	// unless NormalizeScore is set they must lie in 0..100.
+	Score func(c *Cycle, n *NodeInfo) (int64, Status)
+
+	// NormalizeScore rewrites the raw scores of all feasible nodes in place,
+	// into 0..100. MinMaxNormalize is a ready implementation.
+	NormalizeScore func(c *Cycle, scores []NodeScore) Status
+
+	// PostFilter runs when no node passed Filter. It may nominate a node.
+	PostFilter func(c *Cycle, statuses []NodeStatus) (nominated string, s Status)
+
+	// Reserve and Unreserve bracket the time between choosing a node and
+	// binding. Unreserve may reject other pods waiting at Permit (a gang
+	// whose member failed releases the rest).
+	Reserve   func(c *Cycle, n *NodeInfo) Status
+	Unreserve func(c *Cycle, n *NodeInfo, waiting []WaitingPod) []WaitingPodAction
+
+	// Permit lets the pod bind, rejects it, or parks it (Wait) until
+	// allowed, rejected or timed out. It sees every pod waiting at Permit
+	// and may allow or reject them too.
+	Permit func(c *Cycle, n *NodeInfo, waiting []WaitingPod) PermitResult
+
+	// PreBind runs before the binding is written; a failure aborts it.
+	PreBind func(c *Cycle, n *NodeInfo) Status
+
+	// PostBind is informational and runs after a successful binding.
+	PostBind func(c *Cycle, n *NodeInfo)
+}
+
+// PermitResult is Permit's answer.
+type PermitResult struct {
+	Status Status
+	// Timeout bounds a Wait; zero means the host's default.
+	Timeout time.Duration
+	// Actions allow or reject other waiting pods.
+	Actions []WaitingPodAction
+}
+
+// WaitingPodAction allows (Allow true) or rejects the waiting pod with UID.
+type WaitingPodAction struct {
+	UID    string
+	Allow  bool
+	Reason string
+}
+
+// WaitingPod is a pod parked at Permit.
+type WaitingPod struct{ *abiv1.WaitingPod }
+
+// NodeScore is one node's score, for NormalizeScore.
+type NodeScore struct {
+	Node  *NodeInfo
+	Score int64
+}
+
+// NodeStatus is one node's Filter verdict, for PostFilter.
+type NodeStatus struct {
+	Node   *NodeInfo
+	Status Status
+}
+
+func (p *Policy) points() uint64 {
+	var b uint64
+	set := func(ok bool, pt abiv1.Point) {
+		if ok {
+			b |= 1 << uint(pt)
+		}
+	}
+	set(p.PreFilter != nil, abiv1.Point_POINT_PRE_FILTER)
+	set(p.Filter != nil, abiv1.Point_POINT_FILTER)
+	set(p.PostFilter != nil, abiv1.Point_POINT_POST_FILTER)
+	set(p.Score != nil, abiv1.Point_POINT_SCORE)
+	set(p.NormalizeScore != nil, abiv1.Point_POINT_NORMALIZE_SCORE)
+	set(p.Reserve != nil, abiv1.Point_POINT_RESERVE)
+	set(p.Unreserve != nil, abiv1.Point_POINT_UNRESERVE)
+	set(p.Permit != nil, abiv1.Point_POINT_PERMIT)
+	set(p.PreBind != nil, abiv1.Point_POINT_PRE_BIND)
+	set(p.PostBind != nil, abiv1.Point_POINT_POST_BIND)
+	return b
+}
+
+var registered *Policy
+
+// Register installs the policy. Call it exactly once, from an init function
+// of package main: a reactor module never runs main.
+func Register(p *Policy) {
+	if registered != nil {
+		panic("guest.Register called twice")
+	}
+	registered = p
+	inst.policy = p
+}
+
+// MinMaxNormalize maps the raw scores linearly onto 0..100: the lowest raw
+// score becomes 0 and the highest 100. When all scores are equal they become
+// 100 if positive and 0 otherwise.
+func MinMaxNormalize(_ *Cycle, scores []NodeScore) Status {
+	if len(scores) == 0 {
+		return OK()
+	}
+	lo, hi := scores[0].Score, scores[0].Score
+	for _, s := range scores[1:] {
+		lo = min(lo, s.Score)
+		hi = max(hi, s.Score)
+	}
+	for i := range scores {
+		switch {
+		case hi == lo && hi > 0:
+			scores[i].Score = 100
+		case hi == lo:
+			scores[i].Score = 0
+		default:
+			scores[i].Score = (scores[i].Score - lo) * 100 / (hi - lo)
+		}
+	}
+	return OK()
+}

@@ -1,0 +1,86 @@
+package guest
+
+import (
+	"fmt"
+
+	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+)
+
+// Code is the verdict of a policy function. The values match the ABI's
+// abiv1.Code; the zero value is invalid and the host treats it as an error,
+// so a Status that was never set cannot let a pod through.
+type Code int32
+
+const (
+	Success                      = Code(abiv1.Code_CODE_SUCCESS)
+	Error                        = Code(abiv1.Code_CODE_ERROR)
+	Unschedulable                = Code(abiv1.Code_CODE_UNSCHEDULABLE)
+	UnschedulableAndUnresolvable = Code(abiv1.Code_CODE_UNSCHEDULABLE_AND_UNRESOLVABLE)
+	Wait                         = Code(abiv1.Code_CODE_WAIT)
+	Skip                         = Code(abiv1.Code_CODE_SKIP)
+	Pending                      = Code(abiv1.Code_CODE_PENDING)
+)
+
+// String returns the code as the scheduler framework spells it.
+func (c Code) String() string {
+	switch c {
+	case Success:
+		return "Success"
+	case Error:
+		return "Error"
+	case Unschedulable:
+		return "Unschedulable"
+	case UnschedulableAndUnresolvable:
+		return "UnschedulableAndUnresolvable"
+	case Wait:
+		return "Wait"
+	case Skip:
+		return "Skip"
+	case Pending:
+		return "Pending"
+	}
+	return fmt.Sprintf("Invalid(%d)", int32(c))
+}
+
+// Status is a code and the reasons that explain it. Reasons appear in the
+// scheduler's FailedScheduling events; start them with the policy's name
+// ("gpu: insufficient free nvidia.com/gpu: need 2, free 1").
+type Status struct {
+	Code    Code
+	Reasons []string
+}
+
+// OK reports success.
+func OK() Status { return Status{Code: Success} }
+
+// IsSuccess reports whether s is a success.
+func (s Status) IsSuccess() bool { return s.Code == Success }
+
+// Reject reports that the pod does not fit; another node or a later attempt
+// may succeed.
+func Reject(format string, args ...any) Status {
+	return Status{Code: Unschedulable, Reasons: []string{sprintf(format, args)}}
+}
+
+// RejectUnresolvable reports that the pod does not fit and that preempting
+// other pods cannot change that.
+func RejectUnresolvable(format string, args ...any) Status {
+	return Status{Code: UnschedulableAndUnresolvable, Reasons: []string{sprintf(format, args)}}
+}
+
+// Errorf reports an internal error of the policy. The host applies the
+// policy's failurePolicy to it.
+func Errorf(format string, args ...any) Status {
+	return Status{Code: Error, Reasons: []string{sprintf(format, args)}}
+}
+
+// SkipPoint tells the host that the policy has nothing to do at this
+// extension point for this pod (from PreFilter: skip Filter for this cycle).
+func SkipPoint() Status { return Status{Code: Skip} }
+
+func sprintf(format string, args []any) string {
+	if len(args) == 0 {
+		return format
+	}
+	return fmt.Sprintf(format, args...)
+}

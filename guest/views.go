@@ -1,0 +1,296 @@
+package guest
+
+import (
+	"sort"
+
+	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+)
+
+// Well-known label keys.
+const (
+	LabelZone     = "topology.kubernetes.io/zone"
+	LabelRegion   = "topology.kubernetes.io/region"
+	LabelHostname = "kubernetes.io/hostname"
+)
+
+// Resource names with a dedicated field; every other name is a scalar
+// (extended resources such as nvidia.com/gpu, hugepages-2Mi, ...).
+const (
+	ResourceCPU              = "cpu"
+	ResourceMemory           = "memory"
+	ResourceEphemeralStorage = "ephemeral-storage"
+	ResourcePods             = "pods"
+)
+
+// Quantity returns the amount of the named resource in r, in canonical
+// units: milli-CPU for "cpu", bytes for memory and storage, counts for
+// everything else. A nil r or an absent resource is 0.
+func Quantity(r *abiv1.Resources, name string) int64 {
+	if r == nil {
+		return 0
+	}
+	switch name {
+	case ResourceCPU:
+		return r.MilliCpu
+	case ResourceMemory:
+		return r.Memory
+	case ResourceEphemeralStorage:
+		return r.EphemeralStorage
+	case ResourcePods:
+		return r.Pods
+	}
+	s := r.Scalars
+	i := sort.Search(len(s), func(i int) bool { return s[i].Name >= name })
+	if i < len(s) && s[i].Name == name {
+		return s[i].Value
+	}
+	// The host sends scalars sorted; tolerate hand-built messages too.
+	for _, sc := range s {
+		if sc.Name == name {
+			return sc.Value
+		}
+	}
+	return 0
+}
+
+// Pod is the pod being scheduled. The embedded message gives every field;
+// the methods answer the common questions.
+type Pod struct{ *abiv1.Pod }
+
+// Key returns "namespace/name".
+func (p *Pod) Key() string { return p.GetNamespace() + "/" + p.GetName() }
+
+// Label returns the value of a label and whether it is set.
+func (p *Pod) Label(key string) (string, bool) {
+	v, ok := p.GetLabels()[key]
+	return v, ok
+}
+
+// Annotation returns the value of an annotation and whether it is set.
+func (p *Pod) Annotation(key string) (string, bool) {
+	v, ok := p.GetAnnotations()[key]
+	return v, ok
+}
+
+// Request returns the pod's effective request of a resource (see Quantity
+// for units), computed as the scheduler computes it.
+func (p *Pod) Request(name string) int64 { return Quantity(p.GetRequests(), name) }
+
+// Tolerates reports whether one of the pod's tolerations tolerates the taint.
+func (p *Pod) Tolerates(t *abiv1.Taint) bool {
+	for _, tol := range p.GetTolerations() {
+		if Tolerates(tol, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// FirstUntolerated returns the first taint among taints with one of the given
+// effects (all effects when none are given) that the pod does not tolerate,
+// or nil.
+func (p *Pod) FirstUntolerated(taints []*abiv1.Taint, effects ...string) *abiv1.Taint {
+	for _, t := range taints {
+		if len(effects) > 0 && !contains(effects, t.GetEffect()) {
+			continue
+		}
+		if !p.Tolerates(t) {
+			return t
+		}
+	}
+	return nil
+}
+
+// Tolerates applies the Kubernetes toleration rules to one taint.
+func Tolerates(tol *abiv1.Toleration, t *abiv1.Taint) bool {
+	if tol.GetEffect() != "" && tol.GetEffect() != t.GetEffect() {
+		return false
+	}
+	if tol.GetKey() == "" {
+		return tol.GetOperator() == "Exists"
+	}
+	if tol.GetKey() != t.GetKey() {
+		return false
+	}
+	switch tol.GetOperator() {
+	case "", "Equal":
+		return tol.GetValue() == t.GetValue()
+	case "Exists":
+		return true
+	}
+	return false
+}
+
+// NodeInfo is a node as the scheduler knows it: the object, the resources
+// requested by the pods on it (assumed pods included), and, for policies
+// that set Policy.WantsPods, those pods.
+type NodeInfo struct{ *abiv1.NodeInfo }
+
+// Name returns the node's name.
+func (n *NodeInfo) Name() string { return n.GetNode().GetName() }
+
+// Label returns the value of a node label and whether it is set.
+func (n *NodeInfo) Label(key string) (string, bool) {
+	v, ok := n.GetNode().GetLabels()[key]
+	return v, ok
+}
+
+// Annotation returns the value of a node annotation and whether it is set.
+func (n *NodeInfo) Annotation(key string) (string, bool) {
+	v, ok := n.GetNode().GetAnnotations()[key]
+	return v, ok
+}
+
+// Zone returns the node's topology.kubernetes.io/zone label, or "".
+func (n *NodeInfo) Zone() string {
+	v, _ := n.Label(LabelZone)
+	return v
+}
+
+// Allocatable returns the node's allocatable amount of a resource.
+func (n *NodeInfo) Allocatable(name string) int64 {
+	return Quantity(n.GetNode().GetAllocatable(), name)
+}
+
+// Requested returns the amount of a resource requested by the pods on the
+// node, assumed pods included.
+func (n *NodeInfo) Requested(name string) int64 { return Quantity(n.GetRequested(), name) }
+
+// Free returns allocatable minus requested for a resource. It can be
+// negative when a node shrank under its pods.
+func (n *NodeInfo) Free(name string) int64 { return n.Allocatable(name) - n.Requested(name) }
+
+// Taints returns the node's taints.
+func (n *NodeInfo) Taints() []*abiv1.Taint { return n.GetNode().GetTaints() }
+
+// Pods returns the pods on the node; empty unless Policy.WantsPods is set.
+func (n *NodeInfo) Pods() []*abiv1.PodSummary { return n.GetPods() }
+
+// MatchesNodeSelector reports whether the node satisfies the pod's
+// nodeSelector and required node affinity, as the NodeAffinity plugin does.
+func (n *NodeInfo) MatchesNodeSelector(p *Pod) bool {
+	labels := n.GetNode().GetLabels()
+	for k, v := range p.GetNodeSelector() {
+		if lv, ok := labels[k]; !ok || lv != v {
+			return false
+		}
+	}
+	terms := p.GetRequiredNodeAffinity()
+	if len(terms) == 0 {
+		return true
+	}
+	for _, t := range terms {
+		if n.matchesTerm(t) {
+			return true
+		}
+	}
+	return false
+}
+
+func (n *NodeInfo) matchesTerm(t *abiv1.NodeSelectorTerm) bool {
+	if len(t.GetMatchExpressions()) == 0 && len(t.GetMatchFields()) == 0 {
+		return false
+	}
+	labels := n.GetNode().GetLabels()
+	for _, r := range t.GetMatchExpressions() {
+		if !MatchRequirement(r, labels) {
+			return false
+		}
+	}
+	for _, r := range t.GetMatchFields() {
+		if r.GetKey() != "metadata.name" || !MatchRequirement(&abiv1.Requirement{Key: r.Key, Operator: r.Operator, Values: r.Values}, map[string]string{"metadata.name": n.Name()}) {
+			return false
+		}
+	}
+	return true
+}
+
+// MatchRequirement evaluates one selector requirement against labels.
+func MatchRequirement(r *abiv1.Requirement, labels map[string]string) bool {
+	v, ok := labels[r.GetKey()]
+	switch r.GetOperator() {
+	case "In":
+		return ok && contains(r.GetValues(), v)
+	case "NotIn":
+		return !ok || !contains(r.GetValues(), v)
+	case "Exists":
+		return ok
+	case "DoesNotExist":
+		return !ok
+	case "Gt", "Lt":
+		if !ok || len(r.GetValues()) != 1 {
+			return false
+		}
+		have, err1 := parseInt(v)
+		want, err2 := parseInt(r.GetValues()[0])
+		if err1 || err2 {
+			return false
+		}
+		if r.GetOperator() == "Gt" {
+			return have > want
+		}
+		return have < want
+	}
+	return false
+}
+
+// MatchSelector reports whether labels satisfy a label selector. A nil
+// selector matches nothing, as in Kubernetes.
+func MatchSelector(s *abiv1.LabelSelector, labels map[string]string) bool {
+	if s == nil {
+		return false
+	}
+	for k, v := range s.GetMatchLabels() {
+		if lv, ok := labels[k]; !ok || lv != v {
+			return false
+		}
+	}
+	for _, r := range s.GetMatchExpressions() {
+		if !MatchRequirement(r, labels) {
+			return false
+		}
+	}
+	return true
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// parseInt parses a decimal int64 without strconv's error allocations; bad
+// reports a malformed number.
+func parseInt(s string) (v int64, bad bool) {
+	if s == "" {
+		return 0, true
+	}
+	neg := s[0] == '-'
+	if neg || s[0] == '+' {
+		s = s[1:]
+		if s == "" {
+			return 0, true
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' || v > (1<<63-1)/10 {
+			return 0, true
+		}
+		v = v*10 + int64(c-'0')
+	}
+	if neg {
+		v = -v
+	}
+	return v, false
+}
+
+// ParseInt parses a decimal integer, for annotations and labels that carry
+// numbers ("gpu.wasmsched.io/min-memory-mib": "40960").
+func ParseInt(s string) (int64, bool) {
+	v, bad := parseInt(s)
+	return v, !bad
+}

@@ -1,0 +1,262 @@
+package convert
+
+import (
+	"maps"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+)
+
+// Pod converts a pod to the ABI Pod, with its effective requests computed by
+// the scheduler's own PodInfo.CalculateResource, so they match what the
+// scheduler charges to a node: the sum over app containers and restartable
+// init containers, at least the largest init container, plus pod overhead,
+// pod-level resources and in-place resize status as the feature gates of
+// this process say.
+//
+// Requests are read from spec.containers[*].resources.requests only. Limits
+// become requests only through API defaulting (which copies limits into
+// missing requests), so a pod object that never went through the API server
+// and sets only limits has no requests for those resources.
+//
+// Use PodFromInfo when a PodInfo is at hand: it reuses the PodInfo's memoised
+// result. Pod returns nil for a nil pod.
+func Pod(pod *v1.Pod) *abiv1.Pod {
+	if pod == nil {
+		return nil
+	}
+	// CalculateResource reads only the pod and the PodInfo's memo. A literal
+	// PodInfo skips NewPodInfo's parsing of inter-pod affinity selectors,
+	// which this conversion never reads, and the error that parsing can
+	// return.
+	pi := framework.PodInfo{Pod: pod}
+	return podMessage(pod, pi.CalculateResource().Resource)
+}
+
+// PodFromInfo is Pod for a scheduler PodInfo. It calls pi.CalculateResource,
+// which memoises its result inside pi without locking: on a PodInfo that no
+// NodeInfo has seen yet (the pod of the current cycle), call it from one
+// goroutine at a time. PodInfos held by a NodeInfo were memoised when they
+// were added and are only read.
+//
+// It returns nil for a nil PodInfo or one without a pod.
+func PodFromInfo(pi fwk.PodInfo) *abiv1.Pod {
+	if pi == nil {
+		return nil
+	}
+	pod := pi.GetPod()
+	if pod == nil {
+		return nil
+	}
+	return podMessage(pod, pi.CalculateResource().Resource)
+}
+
+func podMessage(pod *v1.Pod, requests fwk.Resource) *abiv1.Pod {
+	spec := &pod.Spec
+	m := &abiv1.Pod{
+		Name:                      pod.Name,
+		Namespace:                 pod.Namespace,
+		Uid:                       string(pod.UID),
+		Labels:                    maps.Clone(pod.Labels),
+		Annotations:               maps.Clone(pod.Annotations),
+		Priority:                  priority(pod),
+		PriorityClassName:         spec.PriorityClassName,
+		SchedulerName:             spec.SchedulerName,
+		NodeSelector:              maps.Clone(spec.NodeSelector),
+		Tolerations:               tolerations(spec.Tolerations),
+		TopologySpreadConstraints: spreadConstraints(spec.TopologySpreadConstraints),
+		Requests:                  Resources(requests),
+		NodeName:                  spec.NodeName,
+		NominatedNodeName:         pod.Status.NominatedNodeName,
+	}
+	if owner := ownerOf(pod); owner != nil {
+		m.Owner = &abiv1.OwnerReference{}
+		ownerInto(owner, m.Owner)
+	}
+	if a := spec.Affinity; a != nil && a.NodeAffinity != nil {
+		na := a.NodeAffinity
+		if req := na.RequiredDuringSchedulingIgnoredDuringExecution; req != nil {
+			m.RequiredNodeAffinity = nodeSelectorTerms(req.NodeSelectorTerms)
+		}
+		m.PreferredNodeAffinity = preferredTerms(na.PreferredDuringSchedulingIgnoredDuringExecution)
+	}
+	return m
+}
+
+// WaitingPod converts a pod parked at Permit, reserved on nodeName. It returns
+// nil for a nil pod.
+func WaitingPod(p *v1.Pod, nodeName string) *abiv1.WaitingPod {
+	if p == nil {
+		return nil
+	}
+	return &abiv1.WaitingPod{
+		Name:        p.Name,
+		Namespace:   p.Namespace,
+		Uid:         string(p.UID),
+		Labels:      maps.Clone(p.Labels),
+		Annotations: maps.Clone(p.Annotations),
+		NodeName:    nodeName,
+	}
+}
+
+func priority(pod *v1.Pod) int32 {
+	if p := pod.Spec.Priority; p != nil {
+		return *p
+	}
+	return 0
+}
+
+// ownerOf returns the controller owner reference, else the first one, else
+// nil. The result points into the pod.
+func ownerOf(pod *v1.Pod) *metav1.OwnerReference {
+	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
+		return ref
+	}
+	if len(pod.OwnerReferences) > 0 {
+		return &pod.OwnerReferences[0]
+	}
+	return nil
+}
+
+func ownerInto(ref *metav1.OwnerReference, out *abiv1.OwnerReference) {
+	out.Kind = ref.Kind
+	out.Name = ref.Name
+	out.Uid = string(ref.UID)
+}
+
+// tolerations converts tolerations. An empty operator is written as Equal,
+// which is what Kubernetes means by it, so a policy never sees the empty
+// spelling.
+func tolerations(in []v1.Toleration) []*abiv1.Toleration {
+	if len(in) == 0 {
+		return nil
+	}
+	backing := make([]abiv1.Toleration, len(in))
+	out := make([]*abiv1.Toleration, len(in))
+	for i := range in {
+		t, o := &in[i], &backing[i]
+		o.Key = t.Key
+		o.Operator = string(t.Operator)
+		if o.Operator == "" {
+			o.Operator = string(v1.TolerationOpEqual)
+		}
+		o.Value = t.Value
+		o.Effect = string(t.Effect)
+		if t.TolerationSeconds != nil {
+			s := *t.TolerationSeconds
+			o.TolerationSeconds = &s
+		}
+		out[i] = o
+	}
+	return out
+}
+
+func spreadConstraints(in []v1.TopologySpreadConstraint) []*abiv1.TopologySpreadConstraint {
+	if len(in) == 0 {
+		return nil
+	}
+	backing := make([]abiv1.TopologySpreadConstraint, len(in))
+	out := make([]*abiv1.TopologySpreadConstraint, len(in))
+	for i := range in {
+		c, o := &in[i], &backing[i]
+		o.MaxSkew = c.MaxSkew
+		o.TopologyKey = c.TopologyKey
+		o.WhenUnsatisfiable = string(c.WhenUnsatisfiable)
+		o.LabelSelector = labelSelector(c.LabelSelector)
+		if c.MinDomains != nil {
+			d := *c.MinDomains
+			o.MinDomains = &d
+		}
+		o.MatchLabelKeys = slices.Clone(c.MatchLabelKeys)
+		if p := c.NodeAffinityPolicy; p != nil {
+			o.NodeAffinityPolicy = string(*p)
+		}
+		if p := c.NodeTaintsPolicy; p != nil {
+			o.NodeTaintsPolicy = string(*p)
+		}
+		out[i] = o
+	}
+	return out
+}
+
+// labelSelector keeps the difference between a nil selector (matches
+// nothing in a spread constraint) and an empty one (matches everything): the
+// first becomes nil, the second an empty message, which the encoding keeps
+// apart.
+func labelSelector(s *metav1.LabelSelector) *abiv1.LabelSelector {
+	if s == nil {
+		return nil
+	}
+	out := &abiv1.LabelSelector{MatchLabels: maps.Clone(s.MatchLabels)}
+	if n := len(s.MatchExpressions); n > 0 {
+		backing := make([]abiv1.Requirement, n)
+		out.MatchExpressions = make([]*abiv1.Requirement, n)
+		for i := range s.MatchExpressions {
+			r, o := &s.MatchExpressions[i], &backing[i]
+			o.Key = r.Key
+			o.Operator = string(r.Operator)
+			o.Values = slices.Clone(r.Values)
+			out.MatchExpressions[i] = o
+		}
+	}
+	return out
+}
+
+func nodeRequirements(in []v1.NodeSelectorRequirement) []*abiv1.Requirement {
+	if len(in) == 0 {
+		return nil
+	}
+	backing := make([]abiv1.Requirement, len(in))
+	out := make([]*abiv1.Requirement, len(in))
+	for i := range in {
+		r, o := &in[i], &backing[i]
+		o.Key = r.Key
+		o.Operator = string(r.Operator)
+		o.Values = slices.Clone(r.Values)
+		out[i] = o
+	}
+	return out
+}
+
+func nodeSelectorTermInto(t *v1.NodeSelectorTerm, out *abiv1.NodeSelectorTerm) {
+	out.MatchExpressions = nodeRequirements(t.MatchExpressions)
+	out.MatchFields = nodeRequirements(t.MatchFields)
+}
+
+// nodeSelectorTerms keeps empty terms as empty messages. The scheduler's
+// node affinity treats an empty term as matching no node; dropping it could
+// leave no terms at all, which a policy would read as no requirement.
+func nodeSelectorTerms(in []v1.NodeSelectorTerm) []*abiv1.NodeSelectorTerm {
+	if len(in) == 0 {
+		return nil
+	}
+	backing := make([]abiv1.NodeSelectorTerm, len(in))
+	out := make([]*abiv1.NodeSelectorTerm, len(in))
+	for i := range in {
+		nodeSelectorTermInto(&in[i], &backing[i])
+		out[i] = &backing[i]
+	}
+	return out
+}
+
+func preferredTerms(in []v1.PreferredSchedulingTerm) []*abiv1.PreferredSchedulingTerm {
+	if len(in) == 0 {
+		return nil
+	}
+	backing := make([]abiv1.PreferredSchedulingTerm, len(in))
+	terms := make([]abiv1.NodeSelectorTerm, len(in))
+	out := make([]*abiv1.PreferredSchedulingTerm, len(in))
+	for i := range in {
+		p, o := &in[i], &backing[i]
+		o.Weight = p.Weight
+		nodeSelectorTermInto(&p.Preference, &terms[i])
+		o.Preference = &terms[i]
+		out[i] = o
+	}
+	return out
+}

@@ -1,0 +1,258 @@
+// Package engine runs policy modules under wazero: it validates and compiles
+// a module once, instantiates sandboxed instances of it, and performs the ABI
+// calls (abi/README.md) on an instance with a deadline.
+//
+// It owns the WebAssembly boundary: everything a guest returns is decoded
+// and checked here, and every failure becomes a *CallError that names the
+// policy, its version and the call. It knows nothing of Kubernetes.
+//
+// Sandbox: guests get WASI with no arguments, no environment, no files, no
+// sockets, a no-op sleep and real clocks; memory is capped per instance; a
+// call that overruns its deadline is interrupted (see package interrupt) and
+// its instance must be discarded.
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/wasmsched/wasmsched/host/interrupt"
+)
+
+// ABIVersion is the ABI version this host speaks.
+const ABIVersion = 1
+
+// Defaults for Config.
+const (
+	DefaultMemoryLimit = 256 << 20
+	DefaultCallTimeout = 200 * time.Millisecond
+	DefaultInitTimeout = 10 * time.Second
+	// MinMemoryLimit is what a standard Go guest needs to start.
+	MinMemoryLimit = 8 << 20
+)
+
+// Config says how a module is run. The zero value is usable: every zero field
+// takes its default.
+type Config struct {
+	// Name is the operator's name for the policy, used in errors and logs.
+	Name string
+	// MemoryLimit caps each instance's linear memory, in bytes (rounded
+	// down to 64 KiB pages).
+	MemoryLimit uint64
+	// CallTimeout bounds every call but start-up.
+	CallTimeout time.Duration
+	// InitTimeout bounds _initialize and wasmsched_init.
+	InitTimeout time.Duration
+	// Cache, when set, is a compilation cache shared between modules, so
+	// that loading the same bytes again (a rollback, a second profile) does
+	// not recompile them.
+	Cache wazero.CompilationCache
+	// Log receives the guest's log lines (wasmsched.log). Nil discards them.
+	Log func(level int32, msg string)
+}
+
+func (c Config) withDefaults() Config {
+	if c.MemoryLimit == 0 {
+		c.MemoryLimit = DefaultMemoryLimit
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.InitTimeout == 0 {
+		c.InitTimeout = DefaultInitTimeout
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if c.MemoryLimit < MinMemoryLimit {
+		errs = append(errs, fmt.Errorf("memory limit %d bytes is below the minimum of %d (8 MiB)", c.MemoryLimit, MinMemoryLimit))
+	}
+	if c.MemoryLimit > 4<<30 {
+		errs = append(errs, fmt.Errorf("memory limit %d bytes exceeds the 4 GiB a 32-bit module can address", c.MemoryLimit))
+	}
+	if c.CallTimeout < time.Millisecond {
+		errs = append(errs, fmt.Errorf("call timeout %v is below 1ms", c.CallTimeout))
+	}
+	if c.InitTimeout < time.Millisecond {
+		errs = append(errs, fmt.Errorf("init timeout %v is below 1ms", c.InitTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// The exports a policy module must have, with their signatures.
+var requiredExports = []struct {
+	name    string
+	params  []api.ValueType
+	results []api.ValueType
+}{
+	{"wasmsched_abi_version", nil, []api.ValueType{api.ValueTypeI32}},
+	{"wasmsched_buffer", []api.ValueType{api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}},
+	{"wasmsched_result", nil, []api.ValueType{api.ValueTypeI64}},
+	{"wasmsched_init", []api.ValueType{api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}},
+	{"wasmsched_sync", []api.ValueType{api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}},
+	{"wasmsched_cycle", []api.ValueType{api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}},
+	{"wasmsched_filter", []api.ValueType{api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}},
+	{"wasmsched_score", []api.ValueType{api.ValueTypeI32}, []api.ValueType{api.ValueTypeI64}},
+	{"wasmsched_call", []api.ValueType{api.ValueTypeI32, api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}},
+}
+
+// Module is a compiled policy module and the wazero runtime that owns it.
+// It is safe for concurrent use; its instances are not.
+type Module struct {
+	cfg      Config
+	digest   string
+	runtime  wazero.Runtime
+	compiled wazero.CompiledModule
+	reactor  bool
+
+	mu     sync.Mutex
+	closed bool
+	live   map[*Instance]struct{}
+}
+
+// Digest returns the sha256 of the module bytes as given, in hex.
+func (m *Module) Digest() string { return m.digest }
+
+// Version returns the short form of the digest used in messages.
+func (m *Module) Version() string { return m.digest[:12] }
+
+// Name returns the policy name from the Config.
+func (m *Module) Name() string { return m.cfg.Name }
+
+// Config returns the effective configuration.
+func (m *Module) Config() Config { return m.cfg }
+
+// Compile validates and compiles a module. Errors name what is wrong with
+// the module: not WebAssembly, an import the sandbox does not offer, a
+// missing or mistyped export.
+func Compile(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("policy %s: %w", cfg.Name, err)
+	}
+	cfg = cfg.withDefaults()
+	sum := sha256.Sum256(wasm)
+	m := &Module{cfg: cfg, digest: hex.EncodeToString(sum[:]), live: map[*Instance]struct{}{}}
+	fail := func(format string, args ...any) (*Module, error) {
+		return nil, fmt.Errorf("policy %s@%s: %s", cfg.Name, m.Version(), fmt.Sprintf(format, args...))
+	}
+
+	instrumented, err := interrupt.Instrument(wasm)
+	if err != nil {
+		return fail("not a valid WebAssembly module: %v", err)
+	}
+	rc := wazero.NewRuntimeConfigCompiler().
+		WithMemoryLimitPages(uint32(cfg.MemoryLimit / 65536)).
+		WithDebugInfoEnabled(false)
+	if cfg.Cache != nil {
+		rc = rc.WithCompilationCache(cfg.Cache)
+	}
+	r := wazero.NewRuntimeWithConfig(ctx, rc)
+	m.runtime = r
+	ok := false
+	defer func() {
+		if !ok {
+			_ = r.Close(ctx)
+		}
+	}()
+
+	cm, err := r.CompileModule(ctx, instrumented)
+	if err != nil {
+		return fail("not a valid WebAssembly module: %v", err)
+	}
+	m.compiled = cm
+	for _, f := range cm.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		switch {
+		case mod == "wasi_snapshot_preview1":
+		case mod == "wasmsched" && name == "log":
+		default:
+			return fail("imports %s.%s, which the sandbox does not provide (allowed: wasi_snapshot_preview1.*, wasmsched.log)", mod, name)
+		}
+	}
+	exports := cm.ExportedFunctions()
+	for _, want := range requiredExports {
+		f, found := exports[want.name]
+		if !found {
+			return fail("does not export %s: is it built with the wasmsched guest SDK as a reactor (-buildmode=c-shared)?", want.name)
+		}
+		if !sameTypes(f.ParamTypes(), want.params) || !sameTypes(f.ResultTypes(), want.results) {
+			return fail("export %s has signature %v -> %v, want %v -> %v", want.name, f.ParamTypes(), f.ResultTypes(), want.params, want.results)
+		}
+	}
+	if _, found := cm.ExportedMemories()["memory"]; !found {
+		return fail("does not export its memory as \"memory\"")
+	}
+	_, m.reactor = exports["_initialize"]
+
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
+		return fail("instantiate WASI: %v", err)
+	}
+	logf := cfg.Log
+	_, err = r.NewHostModuleBuilder("wasmsched").
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+			if logf == nil {
+				return
+			}
+			level, ptr, size := int32(stack[0]), uint32(stack[1]), uint32(stack[2])
+			size = min(size, maxLogLine)
+			if b, ok := mod.Memory().Read(ptr, size); ok {
+				logf(level, string(b))
+			}
+		}), []api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, nil).
+		Export("log").
+		Instantiate(ctx)
+	if err != nil {
+		return fail("instantiate host functions: %v", err)
+	}
+	ok = true
+	return m, nil
+}
+
+// maxLogLine truncates guest log lines.
+const maxLogLine = 4096
+
+func sameTypes(a, b []api.ValueType) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Close closes every instance and releases the compiled code.
+func (m *Module) Close(ctx context.Context) error {
+	m.mu.Lock()
+	m.closed = true
+	live := m.live
+	m.live = nil
+	m.mu.Unlock()
+	for in := range live {
+		watch.remove(in)
+	}
+	return m.runtime.Close(ctx)
+}
+
+// Instances returns how many instances are open.
+func (m *Module) Instances() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.live)
+}

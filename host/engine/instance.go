@@ -1,0 +1,425 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+	"github.com/wasmsched/wasmsched/host/interrupt"
+)
+
+// MaxMessage bounds any message a guest returns and any request the host
+// writes (64 MiB).
+const MaxMessage = 64 << 20
+
+// Instance is one sandboxed instance of a Module. It is not safe for
+// concurrent use: one goroutine at a time may call it (the pool in package
+// policy guarantees that). After any call returns an error the instance is
+// Broken and must be closed, never called again.
+type Instance struct {
+	m      *Module
+	mod    api.Module
+	mem    api.Memory
+	flag   api.MutableGlobal
+	stderr *tail
+
+	abiVersion, buffer, result, initFn, syncFn, cycle, filter, score, call api.Function
+	stack                                                                  [2]uint64
+
+	deadline atomic.Int64 // watchdog tick at which the current call expires; 0 when idle
+	expired  atomic.Bool  // the watchdog interrupted (or tried to interrupt) a call
+	broken   bool
+}
+
+// NewInstance instantiates the module, runs the reactor's _initialize and
+// checks the ABI version. The instance still needs Init.
+func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return nil, m.errorf("instantiate", KindClosed, errors.New("module is closed"))
+	}
+	in := &Instance{m: m, stderr: &tail{}}
+	cfg := wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions(). // _initialize is called below, under a deadline
+		WithStderr(in.stderr).
+		WithSysWalltime().
+		WithSysNanotime()
+	mod, err := m.runtime.InstantiateModule(ctx, m.compiled, cfg)
+	if err != nil {
+		return nil, m.errorf("instantiate", KindTrap, err)
+	}
+	in.mod = mod
+	in.mem = mod.Memory()
+	g, ok := mod.ExportedGlobal(interrupt.ExportName).(api.MutableGlobal)
+	if !ok {
+		_ = mod.Close(ctx)
+		return nil, m.errorf("instantiate", KindInvalid, errors.New("interrupt global missing after instrumentation"))
+	}
+	in.flag = g
+	for _, f := range []struct {
+		dst  *api.Function
+		name string
+	}{
+		{&in.abiVersion, "wasmsched_abi_version"}, {&in.buffer, "wasmsched_buffer"},
+		{&in.result, "wasmsched_result"}, {&in.initFn, "wasmsched_init"},
+		{&in.syncFn, "wasmsched_sync"}, {&in.cycle, "wasmsched_cycle"},
+		{&in.filter, "wasmsched_filter"}, {&in.score, "wasmsched_score"},
+		{&in.call, "wasmsched_call"},
+	} {
+		*f.dst = mod.ExportedFunction(f.name)
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		_ = mod.Close(ctx)
+		return nil, m.errorf("instantiate", KindClosed, errors.New("module is closed"))
+	}
+	m.live[in] = struct{}{}
+	m.mu.Unlock()
+	watch.add(in)
+
+	if m.reactor {
+		if _, err := in.invoke("_initialize", mod.ExportedFunction("_initialize"), m.cfg.InitTimeout); err != nil {
+			in.Close(ctx)
+			return nil, err
+		}
+	}
+	v, err := in.invoke("abi_version", in.abiVersion, m.cfg.InitTimeout)
+	if err != nil {
+		in.Close(ctx)
+		return nil, err
+	}
+	if uint32(v) != ABIVersion {
+		in.Close(ctx)
+		return nil, m.errorf("abi_version", KindABI, fmt.Errorf("module speaks ABI version %d, this scheduler speaks ABI version %d", uint32(v), ABIVersion))
+	}
+	return in, nil
+}
+
+// Broken reports whether the instance failed and must be discarded.
+func (in *Instance) Broken() bool { return in.broken || in.expired.Load() }
+
+// MemoryBytes returns the current size of the instance's linear memory.
+func (in *Instance) MemoryBytes() uint32 { return in.mem.Size() }
+
+// Close releases the instance.
+func (in *Instance) Close(ctx context.Context) {
+	watch.remove(in)
+	in.m.mu.Lock()
+	if in.m.live != nil {
+		delete(in.m.live, in)
+	}
+	in.m.mu.Unlock()
+	_ = in.mod.Close(ctx)
+}
+
+// invoke calls fn with the arguments in in.stack and returns the first
+// result, turning traps, deadlines and closed modules into *CallError.
+func (in *Instance) invoke(call string, fn api.Function, timeout time.Duration) (uint64, error) {
+	if in.broken || in.expired.Load() {
+		in.broken = true
+		return 0, in.m.errorf(call, KindBroken, errors.New("instance already failed"))
+	}
+	in.deadline.Store(watch.now() + ticksFor(timeout))
+	err := fn.CallWithStack(context.Background(), in.stack[:])
+	in.deadline.Store(0)
+	if err != nil {
+		in.broken = true
+		if in.expired.Load() {
+			return 0, in.m.errorf(call, KindTimeout, fmt.Errorf("deadline of %v exceeded", timeout))
+		}
+		msg := err.Error()
+		if i := strings.Index(msg, "\nwasm stack trace"); i >= 0 {
+			msg = msg[:i]
+		}
+		if s := in.stderr.String(); s != "" {
+			msg += ": " + s
+		}
+		kind := KindTrap
+		if in.mem.Size() >= uint32(in.m.cfg.MemoryLimit/65536*65536)-2*65536 {
+			kind = KindMemory
+			msg += fmt.Sprintf(" (memory %d of %d bytes in use: the memory limit was probably reached)", in.mem.Size(), in.m.cfg.MemoryLimit/65536*65536)
+		}
+		return 0, in.m.errorf(call, kind, errors.New(msg))
+	}
+	return in.stack[0], nil
+}
+
+// write copies a request into the guest's input buffer and returns its
+// length.
+func (in *Instance) write(call string, data []byte) (uint32, error) {
+	if len(data) > MaxMessage {
+		return 0, in.m.errorf(call, KindInvalid, fmt.Errorf("request of %d bytes exceeds %d", len(data), MaxMessage))
+	}
+	in.stack[0] = uint64(len(data))
+	ptr, err := in.invoke(call+": buffer", in.buffer, in.m.cfg.CallTimeout)
+	if err != nil {
+		return 0, err
+	}
+	if !in.mem.Write(uint32(ptr), data) {
+		in.broken = true
+		return 0, in.m.errorf(call, KindInvalid, fmt.Errorf("wasmsched_buffer returned %#x, outside the module's memory for %d bytes", uint32(ptr), len(data)))
+	}
+	return uint32(len(data)), nil
+}
+
+// marshaler is implemented by every generated ABI message.
+type marshaler interface {
+	SizeVT() int
+	MarshalToSizedBufferVT([]byte) (int, error)
+}
+
+// Marshal encodes an ABI message.
+func Marshal(msg marshaler) []byte {
+	b := make([]byte, msg.SizeVT())
+	if _, err := msg.MarshalToSizedBufferVT(b); err != nil {
+		panic(err) // only fails on a buffer of the wrong size
+	}
+	return b
+}
+
+// code checks a status code returned by the guest.
+func (in *Instance) code(call string, v uint64) (abiv1.Code, error) {
+	c := abiv1.Code(uint32(v))
+	if c < abiv1.Code_CODE_SUCCESS || c > abiv1.Code_CODE_PENDING {
+		return abiv1.Code_CODE_INVALID, in.m.errorf(call, KindInvalid, fmt.Errorf("returned status code %d, which is not a valid code", uint32(v)))
+	}
+	return c, nil
+}
+
+// Init sends the InitRequest and returns the guest's PolicyInfo. A guest
+// that rejects its settings answers with a non-success code and reasons,
+// which Init returns as a *CallError of KindRejected.
+func (in *Instance) Init(policyName string, settings []byte) (*abiv1.PolicyInfo, error) {
+	req := Marshal(&abiv1.InitRequest{HostAbiVersion: ABIVersion, PolicyName: policyName, Settings: settings})
+	n, err := in.write("init", req)
+	if err != nil {
+		return nil, err
+	}
+	in.stack[0] = uint64(n)
+	v, err := in.invoke("init", in.initFn, in.m.cfg.InitTimeout)
+	if err != nil {
+		return nil, err
+	}
+	code, err := in.code("init", v)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := in.readResult("init")
+	if err != nil {
+		return nil, err
+	}
+	info := &abiv1.PolicyInfo{}
+	if err := info.UnmarshalVT(raw); err != nil {
+		in.broken = true
+		return nil, in.m.errorf("init", KindInvalid, fmt.Errorf("undecodable PolicyInfo: %v", err))
+	}
+	if code != abiv1.Code_CODE_SUCCESS || info.Code != abiv1.Code_CODE_SUCCESS {
+		reason := strings.Join(info.Reasons, "; ")
+		if reason == "" {
+			reason = "no reason given"
+		}
+		return nil, in.m.errorf("init", KindRejected, errors.New(reason))
+	}
+	if info.AbiVersion != ABIVersion {
+		return nil, in.m.errorf("init", KindABI, fmt.Errorf("module declares ABI version %d, this scheduler speaks ABI version %d", info.AbiVersion, ABIVersion))
+	}
+	return info, nil
+}
+
+// readResult returns a view of the guest's detail for the last call. The
+// view is only valid until the next call.
+func (in *Instance) readResult(call string) ([]byte, error) {
+	v, err := in.invoke(call+": result", in.result, in.m.cfg.CallTimeout)
+	if err != nil {
+		return nil, err
+	}
+	ptr, size := uint32(v>>32), uint32(v)
+	if size == 0 {
+		return nil, nil
+	}
+	if size > MaxMessage {
+		in.broken = true
+		return nil, in.m.errorf(call, KindInvalid, fmt.Errorf("result of %d bytes exceeds the %d byte limit", size, MaxMessage))
+	}
+	b, ok := in.mem.Read(ptr, size)
+	if !ok {
+		in.broken = true
+		return nil, in.m.errorf(call, KindInvalid, fmt.Errorf("result at %#x+%d lies outside the module's memory", ptr, size))
+	}
+	return b, nil
+}
+
+// Result fetches and decodes the detail of the last call.
+func (in *Instance) Result(call string) (*abiv1.Result, error) {
+	raw, err := in.readResult(call)
+	if err != nil {
+		return nil, err
+	}
+	r := &abiv1.Result{}
+	if err := r.UnmarshalVT(raw); err != nil {
+		in.broken = true
+		return nil, in.m.errorf(call, KindInvalid, fmt.Errorf("undecodable Result: %v", err))
+	}
+	return r, nil
+}
+
+// send writes a request and calls fn with its length.
+func (in *Instance) send(call string, fn api.Function, req []byte) (abiv1.Code, error) {
+	n, err := in.write(call, req)
+	if err != nil {
+		return abiv1.Code_CODE_INVALID, err
+	}
+	in.stack[0] = uint64(n)
+	v, err := in.invoke(call, fn, in.m.cfg.CallTimeout)
+	if err != nil {
+		return abiv1.Code_CODE_INVALID, err
+	}
+	return in.code(call, v)
+}
+
+// Sync sends a marshalled NodeSync.
+func (in *Instance) Sync(req []byte) (abiv1.Code, error) { return in.send("sync", in.syncFn, req) }
+
+// Cycle sends a marshalled CycleRequest; the code is PreFilter's.
+func (in *Instance) Cycle(req []byte) (abiv1.Code, error) { return in.send("cycle", in.cycle, req) }
+
+// Call sends a marshalled request for one of the message-carrying points.
+func (in *Instance) Call(point abiv1.Point, req []byte) (abiv1.Code, error) {
+	name := PointName(point)
+	n, err := in.write(name, req)
+	if err != nil {
+		return abiv1.Code_CODE_INVALID, err
+	}
+	in.stack[0] = uint64(point)
+	in.stack[1] = uint64(n)
+	v, err := in.invoke(name, in.call, in.m.cfg.CallTimeout)
+	if err != nil {
+		return abiv1.Code_CODE_INVALID, err
+	}
+	return in.code(name, v)
+}
+
+// Filter runs Filter on the resident node with handle h.
+func (in *Instance) Filter(h int32) (abiv1.Code, error) {
+	in.stack[0] = uint64(uint32(h))
+	v, err := in.invoke("filter", in.filter, in.m.cfg.CallTimeout)
+	if err != nil {
+		return abiv1.Code_CODE_INVALID, err
+	}
+	return in.code("filter", v)
+}
+
+// Score runs Score on the resident node with handle h.
+func (in *Instance) Score(h int32) (int64, abiv1.Code, error) {
+	in.stack[0] = uint64(uint32(h))
+	v, err := in.invoke("score", in.score, in.m.cfg.CallTimeout)
+	if err != nil {
+		return 0, abiv1.Code_CODE_INVALID, err
+	}
+	code, err := in.code("score", v>>32)
+	return int64(int32(uint32(v))), code, err
+}
+
+var pointNames = map[abiv1.Point]string{
+	abiv1.Point_POINT_PRE_FILTER:      "pre_filter",
+	abiv1.Point_POINT_FILTER:          "filter",
+	abiv1.Point_POINT_POST_FILTER:     "post_filter",
+	abiv1.Point_POINT_PRE_SCORE:       "pre_score",
+	abiv1.Point_POINT_SCORE:           "score",
+	abiv1.Point_POINT_NORMALIZE_SCORE: "normalize_score",
+	abiv1.Point_POINT_RESERVE:         "reserve",
+	abiv1.Point_POINT_UNRESERVE:       "unreserve",
+	abiv1.Point_POINT_PERMIT:          "permit",
+	abiv1.Point_POINT_PRE_BIND:        "pre_bind",
+	abiv1.Point_POINT_POST_BIND:       "post_bind",
+}
+
+// PointName returns the snake_case name of an extension point.
+func PointName(p abiv1.Point) string {
+	if n, ok := pointNames[p]; ok {
+		return n
+	}
+	return fmt.Sprintf("point_%d", int32(p))
+}
+
+// Kind classifies call failures.
+type Kind string
+
+const (
+	KindTrap     Kind = "trap"     // the guest trapped (panic, unreachable, ...)
+	KindTimeout  Kind = "timeout"  // the call overran its deadline
+	KindMemory   Kind = "memory"   // the guest ran out of its memory limit
+	KindInvalid  Kind = "invalid"  // the guest broke the ABI (bad code, bad message)
+	KindABI      Kind = "abi"      // incompatible ABI version
+	KindRejected Kind = "rejected" // the guest refused its settings
+	KindBroken   Kind = "broken"   // the instance had already failed
+	KindClosed   Kind = "closed"   // the module was closed
+)
+
+// CallError is a failure of a call into a policy.
+type CallError struct {
+	Policy  string
+	Version string
+	Call    string
+	Kind    Kind
+	Err     error
+}
+
+func (e *CallError) Error() string {
+	return fmt.Sprintf("policy %s@%s: %s: %v", e.Policy, e.Version, e.Call, e.Err)
+}
+
+func (e *CallError) Unwrap() error { return e.Err }
+
+func (m *Module) errorf(call string, kind Kind, err error) *CallError {
+	return &CallError{Policy: m.cfg.Name, Version: m.Version(), Call: call, Kind: kind, Err: err}
+}
+
+// tail keeps the last bytes a guest wrote to stderr, to explain a trap
+// (a Go guest prints its panic message there before it aborts).
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailSize = 2048
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > tailSize {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-tailSize:]...)
+	}
+	return len(p), nil
+}
+
+// String returns the first lines of what was kept, on one line.
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := strings.TrimSpace(string(t.buf))
+	if s == "" {
+		return ""
+	}
+	lines := strings.Split(s, "\n")
+	if len(lines) > 3 {
+		lines = lines[:3]
+	}
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return strings.Join(lines, " | ")
+}

@@ -1,0 +1,165 @@
+package eval
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	corev1defaults "k8s.io/kubernetes/pkg/apis/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// ReadNodes reads Nodes from a file of YAML or JSON documents, or a List.
+func ReadNodes(path string) ([]*v1.Node, error) {
+	docs, err := readObjects(path, "Node")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*v1.Node, 0, len(docs))
+	for _, d := range docs {
+		n := &v1.Node{}
+		if err := json.Unmarshal(d.raw, n); err != nil {
+			return nil, fmt.Errorf("%s: %s: %v", path, d.where, err)
+		}
+		if n.Name == "" {
+			return nil, fmt.Errorf("%s: %s: node has no metadata.name", path, d.where)
+		}
+		corev1defaults.SetObjectDefaults_Node(n)
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// ReadPods reads Pods the same way, applying the API server's defaults
+// (a container's requests default to its limits), as the scheduler would
+// see them.
+func ReadPods(path string) ([]*v1.Pod, error) {
+	docs, err := readObjects(path, "Pod")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*v1.Pod, 0, len(docs))
+	for _, d := range docs {
+		p := &v1.Pod{}
+		if err := json.Unmarshal(d.raw, p); err != nil {
+			return nil, fmt.Errorf("%s: %s: %v", path, d.where, err)
+		}
+		if p.Name == "" {
+			return nil, fmt.Errorf("%s: %s: pod has no metadata.name", path, d.where)
+		}
+		if p.Namespace == "" {
+			p.Namespace = "default"
+		}
+		if p.UID == "" {
+			p.UID = types.UID("uid-" + p.Namespace + "-" + p.Name)
+		}
+		corev1defaults.SetObjectDefaults_Pod(p)
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// ReadPod reads exactly one Pod.
+func ReadPod(path string) (*v1.Pod, error) {
+	pods, err := ReadPods(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(pods) != 1 {
+		return nil, fmt.Errorf("%s: holds %d pods, want exactly 1", path, len(pods))
+	}
+	return pods[0], nil
+}
+
+type object struct {
+	where string
+	raw   []byte
+}
+
+// readObjects splits a file into JSON objects of the wanted kind, unpacking
+// List documents.
+func readObjects(path, kind string) ([]object, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var out []object
+	for doc := 1; ; doc++ {
+		chunk, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: document %d: %v", path, doc, err)
+		}
+		if len(bytes.TrimSpace(chunk)) == 0 || isOnlyComments(chunk) {
+			continue
+		}
+		js, err := yaml.YAMLToJSON(chunk)
+		if err != nil {
+			return nil, fmt.Errorf("%s: document %d: not valid YAML: %v", path, doc, err)
+		}
+		var head struct {
+			Kind  string            `json:"kind"`
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(js, &head); err != nil {
+			return nil, fmt.Errorf("%s: document %d: not a Kubernetes object: %v", path, doc, err)
+		}
+		where := fmt.Sprintf("document %d", doc)
+		if strings.HasSuffix(head.Kind, "List") {
+			for i, item := range head.Items {
+				o, err := checkKind(path, fmt.Sprintf("%s item %d", where, i+1), item, kind)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, o)
+			}
+			continue
+		}
+		o, err := checkKind(path, where, js, kind)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no %s found", path, kind)
+	}
+	return out, nil
+}
+
+func checkKind(path, where string, raw []byte, kind string) (object, error) {
+	var head struct {
+		Kind string `json:"kind"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return object{}, fmt.Errorf("%s: %s: not a Kubernetes object: %v", path, where, err)
+	}
+	if head.Kind != kind {
+		got := head.Kind
+		if got == "" {
+			got = "an object without kind"
+		}
+		return object{}, fmt.Errorf("%s: %s is %s, want %s", path, where, got, kind)
+	}
+	return object{where: where, raw: raw}, nil
+}
+
+func isOnlyComments(b []byte) bool {
+	for _, line := range strings.Split(string(b), "\n") {
+		if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "#") && t != "---" {
+			return false
+		}
+	}
+	return true
+}

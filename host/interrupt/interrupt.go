@@ -1,0 +1,484 @@
+// Package interrupt rewrites a WebAssembly module so that the host can stop a
+// running call from another goroutine at almost no cost to calls that finish
+// in time.
+//
+// wazero's own mechanism (RuntimeConfig.WithCloseOnContextDone) leaves the
+// compiled code at every loop header and starts a watcher goroutine per call;
+// measured here it made a small policy call 35 times slower (0.2 µs to 7 µs).
+// Instead, Instrument adds one exported mutable i32 global and, at the entry
+// of every function and the header of every loop, the check
+//
+//	global.get $interrupt
+//	if
+//	  unreachable
+//	end
+//
+// A watchdog sets the global to a non-zero value when a call overruns its
+// deadline; the guest traps at its next loop iteration or function call, and
+// the host discards the instance. A guest cannot run unboundedly without
+// looping or calling, so every runaway is caught.
+//
+// The package only parses as much of the binary format as the rewrite needs
+// and leaves full validation to wazero, which compiles the result.
+package interrupt
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ExportName is the name under which the interrupt global is exported.
+const ExportName = "wasmsched_interrupt"
+
+const (
+	secCustom = 0
+	secImport = 2
+	secGlobal = 6
+	secExport = 7
+	secCode   = 10
+
+	opLoop      = 0x03
+	opGlobalGet = 0x23
+)
+
+// order is the position a known section must take in a module.
+var order = map[byte]int{1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 13: 6, 6: 7, 7: 8, 8: 9, 9: 10, 12: 11, 10: 12, 11: 13}
+
+type section struct {
+	id   byte
+	body []byte
+}
+
+// Instrument returns a copy of the module binary with the interrupt global
+// and its checks added. It fails on malformed input and on modules that
+// already export a symbol named ExportName.
+func Instrument(bin []byte) ([]byte, error) {
+	if len(bin) < 8 || string(bin[:4]) != "\x00asm" {
+		return nil, errors.New("not a WebAssembly module (bad magic number)")
+	}
+	if bin[4] != 1 || bin[5] != 0 || bin[6] != 0 || bin[7] != 0 {
+		return nil, fmt.Errorf("unsupported WebAssembly binary version %d", bin[4])
+	}
+	var secs []section
+	r := &reader{b: bin, pos: 8}
+	for r.pos < len(r.b) {
+		id := r.byte()
+		size := r.u32()
+		body := r.bytes(int(size))
+		if r.err != nil {
+			return nil, fmt.Errorf("section %d: %w", id, r.err)
+		}
+		if id != secCustom {
+			if _, ok := order[id]; !ok {
+				return nil, fmt.Errorf("unknown section id %d", id)
+			}
+		}
+		secs = append(secs, section{id: id, body: body})
+	}
+
+	importedGlobals := uint32(0)
+	definedGlobals := uint32(0)
+	for _, s := range secs {
+		switch s.id {
+		case secImport:
+			n, err := countImportedGlobals(s.body)
+			if err != nil {
+				return nil, fmt.Errorf("import section: %w", err)
+			}
+			importedGlobals = n
+		case secGlobal:
+			r := &reader{b: s.body}
+			definedGlobals = r.u32()
+			if r.err != nil {
+				return nil, fmt.Errorf("global section: %w", r.err)
+			}
+		}
+	}
+	global := importedGlobals + definedGlobals
+	check := appendU32([]byte{opGlobalGet}, global)
+	check = append(check, 0x04, 0x40, 0x00, 0x0b) // if (empty) unreachable end
+
+	var err error
+	secs, err = upsert(secs, secGlobal, func(body []byte) ([]byte, error) {
+		return appendToVector(body, []byte{0x7f, 0x01, 0x41, 0x00, 0x0b}) // mut i32 = i32.const 0
+	})
+	if err != nil {
+		return nil, fmt.Errorf("global section: %w", err)
+	}
+	secs, err = upsert(secs, secExport, func(body []byte) ([]byte, error) {
+		if body != nil && exportsName(body, ExportName) {
+			return nil, fmt.Errorf("module already exports %q", ExportName)
+		}
+		entry := appendName(nil, ExportName)
+		entry = append(entry, 0x03) // global
+		entry = appendU32(entry, global)
+		return appendToVector(body, entry)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("export section: %w", err)
+	}
+	for i := range secs {
+		if secs[i].id == secCode {
+			body, err := instrumentCode(secs[i].body, check)
+			if err != nil {
+				return nil, fmt.Errorf("code section: %w", err)
+			}
+			secs[i].body = body
+		}
+	}
+
+	out := make([]byte, 0, len(bin)+len(bin)/8+64)
+	out = append(out, bin[:8]...)
+	for _, s := range secs {
+		out = append(out, s.id)
+		out = appendU32(out, uint32(len(s.body)))
+		out = append(out, s.body...)
+	}
+	return out, nil
+}
+
+// upsert rewrites the section with the given id, creating it (with a nil
+// body passed to fn) in its proper place when the module has none.
+func upsert(secs []section, id byte, fn func(body []byte) ([]byte, error)) ([]section, error) {
+	for i := range secs {
+		if secs[i].id == id {
+			b, err := fn(secs[i].body)
+			if err != nil {
+				return nil, err
+			}
+			secs[i].body = b
+			return secs, nil
+		}
+	}
+	b, err := fn(nil)
+	if err != nil {
+		return nil, err
+	}
+	at := len(secs)
+	for i, s := range secs {
+		if s.id != secCustom && order[s.id] > order[id] {
+			at = i
+			break
+		}
+	}
+	secs = append(secs, section{})
+	copy(secs[at+1:], secs[at:])
+	secs[at] = section{id: id, body: b}
+	return secs, nil
+}
+
+// appendToVector adds one encoded entry to a vector-shaped section body.
+func appendToVector(body, entry []byte) ([]byte, error) {
+	n := uint32(0)
+	rest := []byte(nil)
+	if body != nil {
+		r := &reader{b: body}
+		n = r.u32()
+		if r.err != nil {
+			return nil, r.err
+		}
+		rest = body[r.pos:]
+	}
+	out := appendU32(nil, n+1)
+	out = append(out, rest...)
+	return append(out, entry...), nil
+}
+
+func countImportedGlobals(body []byte) (uint32, error) {
+	r := &reader{b: body}
+	n := r.u32()
+	globals := uint32(0)
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		r.name()
+		r.name()
+		switch kind := r.byte(); kind {
+		case 0x00: // func
+			r.u32()
+		case 0x01: // table
+			r.byte()
+			r.limits()
+		case 0x02: // memory
+			r.limits()
+		case 0x03: // global
+			r.byte()
+			r.byte()
+			globals++
+		case 0x04: // tag
+			r.byte()
+			r.u32()
+		default:
+			return 0, fmt.Errorf("import %d: unknown kind %#x", i, kind)
+		}
+	}
+	return globals, r.err
+}
+
+func exportsName(body []byte, name string) bool {
+	r := &reader{b: body}
+	n := r.u32()
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		if r.name() == name {
+			return true
+		}
+		r.byte()
+		r.u32()
+	}
+	return false
+}
+
+func instrumentCode(body, check []byte) ([]byte, error) {
+	r := &reader{b: body}
+	n := r.u32()
+	out := appendU32(make([]byte, 0, len(body)+len(body)/8), n)
+	var fn []byte
+	for i := uint32(0); i < n; i++ {
+		size := r.u32()
+		code := r.bytes(int(size))
+		if r.err != nil {
+			return nil, fmt.Errorf("function %d: %w", i, r.err)
+		}
+		var err error
+		fn, err = instrumentFunction(fn[:0], code, check)
+		if err != nil {
+			return nil, fmt.Errorf("function %d: %w", i, err)
+		}
+		out = appendU32(out, uint32(len(fn)))
+		out = append(out, fn...)
+	}
+	if r.pos != len(body) {
+		return nil, errors.New("trailing bytes after the last function")
+	}
+	return out, nil
+}
+
+func instrumentFunction(out, code, check []byte) ([]byte, error) {
+	r := &reader{b: code}
+	groups := r.u32()
+	for i := uint32(0); i < groups; i++ {
+		r.u32()
+		r.byte()
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("locals: %w", r.err)
+	}
+	out = append(out, code[:r.pos]...)
+	out = append(out, check...)
+	for r.pos < len(code) {
+		start := r.pos
+		op := r.byte()
+		if err := skipImmediates(r, op); err != nil {
+			return nil, fmt.Errorf("opcode %#x at offset %d: %w", op, start, err)
+		}
+		if r.err != nil {
+			return nil, fmt.Errorf("opcode %#x at offset %d: %w", op, start, r.err)
+		}
+		out = append(out, code[start:r.pos]...)
+		if op == opLoop {
+			out = append(out, check...)
+		}
+	}
+	return out, nil
+}
+
+// skipImmediates advances r past the immediates of op.
+func skipImmediates(r *reader, op byte) error {
+	switch {
+	case op == 0x02 || op == 0x03 || op == 0x04: // block, loop, if
+		r.blockType()
+	case op == 0x0c || op == 0x0d: // br, br_if
+		r.u32()
+	case op == 0x0e: // br_table
+		n := r.u32()
+		for i := uint32(0); i <= n && r.err == nil; i++ {
+			r.u32()
+		}
+	case op == 0x10 || op == 0x12: // call, return_call
+		r.u32()
+	case op == 0x11 || op == 0x13: // call_indirect, return_call_indirect
+		r.u32()
+		r.u32()
+	case op == 0x1c: // select t*
+		n := r.u32()
+		for i := uint32(0); i < n && r.err == nil; i++ {
+			r.byte()
+		}
+	case op >= 0x20 && op <= 0x26: // local.*, global.*, table.get/set
+		r.u32()
+	case op >= 0x28 && op <= 0x3e: // loads and stores
+		r.u32()
+		r.u32()
+	case op == 0x3f || op == 0x40: // memory.size, memory.grow
+		r.byte()
+	case op == 0x41:
+		r.s64()
+	case op == 0x42:
+		r.s64()
+	case op == 0x43:
+		r.bytes(4)
+	case op == 0x44:
+		r.bytes(8)
+	case op == 0xd0: // ref.null
+		r.byte()
+	case op == 0xd2: // ref.func
+		r.u32()
+	case op == 0xfc:
+		return skipFC(r, r.u32())
+	case op == 0xfd:
+		return skipSIMD(r, r.u32())
+	case op == 0xfe:
+		if sub := r.u32(); sub == 0x03 { // atomic.fence
+			r.byte()
+		} else {
+			r.u32()
+			r.u32()
+		}
+	case op <= 0x01 || op == 0x05 || op == 0x0b || op == 0x0f || op == 0x1a || op == 0x1b ||
+		(op >= 0x45 && op <= 0xc4) || op == 0xd1:
+		// no immediates
+	default:
+		return errors.New("unknown opcode")
+	}
+	return nil
+}
+
+func skipFC(r *reader, sub uint32) error {
+	switch {
+	case sub <= 7: // saturating truncations
+	case sub == 8: // memory.init
+		r.u32()
+		r.byte()
+	case sub == 9 || sub == 13 || (sub >= 15 && sub <= 17): // data.drop, elem.drop, table.grow/size/fill
+		r.u32()
+	case sub == 10: // memory.copy
+		r.byte()
+		r.byte()
+	case sub == 11: // memory.fill
+		r.byte()
+	case sub == 12 || sub == 14: // table.init, table.copy
+		r.u32()
+		r.u32()
+	default:
+		return fmt.Errorf("unknown 0xfc sub-opcode %d", sub)
+	}
+	return nil
+}
+
+func skipSIMD(r *reader, sub uint32) error {
+	switch {
+	case sub <= 11 || sub == 92 || sub == 93: // loads and stores
+		r.u32()
+		r.u32()
+	case sub == 12 || sub == 13: // v128.const, i8x16.shuffle
+		r.bytes(16)
+	case sub >= 21 && sub <= 34: // extract and replace lane
+		r.byte()
+	case sub >= 84 && sub <= 91: // load and store lane
+		r.u32()
+		r.u32()
+		r.byte()
+	case sub <= 275:
+		// no immediates
+	default:
+		return fmt.Errorf("unknown 0xfd sub-opcode %d", sub)
+	}
+	return nil
+}
+
+// reader decodes the binary format; the first error sticks and later reads
+// return zero values.
+type reader struct {
+	b   []byte
+	pos int
+	err error
+}
+
+var errEOF = errors.New("unexpected end of data")
+
+func (r *reader) byte() byte {
+	if r.err != nil {
+		return 0
+	}
+	if r.pos >= len(r.b) {
+		r.err = errEOF
+		return 0
+	}
+	c := r.b[r.pos]
+	r.pos++
+	return c
+}
+
+func (r *reader) bytes(n int) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n < 0 || n > len(r.b)-r.pos {
+		r.err = errEOF
+		return nil
+	}
+	b := r.b[r.pos : r.pos+n]
+	r.pos += n
+	return b
+}
+
+func (r *reader) u32() uint32 {
+	var v uint32
+	for shift := 0; shift < 35; shift += 7 {
+		c := r.byte()
+		if r.err != nil {
+			return 0
+		}
+		v |= uint32(c&0x7f) << shift
+		if c&0x80 == 0 {
+			return v
+		}
+	}
+	r.err = errors.New("LEB128 value too long")
+	return 0
+}
+
+func (r *reader) s64() {
+	for i := 0; i < 10; i++ {
+		if c := r.byte(); r.err != nil || c&0x80 == 0 {
+			return
+		}
+	}
+	r.err = errors.New("LEB128 value too long")
+}
+
+func (r *reader) name() string {
+	return string(r.bytes(int(r.u32())))
+}
+
+func (r *reader) limits() {
+	flags := r.byte()
+	r.u32()
+	if flags&0x01 != 0 {
+		r.u32()
+	}
+}
+
+// blockType skips a block type: 0x40, a value type, or an s33 type index.
+func (r *reader) blockType() {
+	if r.pos < len(r.b) {
+		if c := r.b[r.pos]; c == 0x40 || (c >= 0x6f && c <= 0x7f) {
+			r.pos++
+			return
+		}
+	}
+	r.s64()
+}
+
+func appendU32(b []byte, v uint32) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if v == 0 {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}
+
+func appendName(b []byte, s string) []byte {
+	return append(appendU32(b, uint32(len(s))), s...)
+}

@@ -1,0 +1,206 @@
+// Package policy runs one loaded version of a policy for the scheduler: it
+// owns the compiled module, a pool of initialised instances, and the
+// protocol that keeps each instance's resident node snapshot in sync with
+// the scheduler's (abi/README.md, "Resident snapshot").
+//
+// Everything here speaks scheduler types (fwk.NodeInfo, *v1.Pod) on one
+// side and the ABI on the other; it does not know about plugin arguments,
+// profiles or failure policies, which belong to the bridge plugin.
+package policy
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+	"github.com/wasmsched/wasmsched/host/engine"
+	"github.com/wasmsched/wasmsched/host/pool"
+)
+
+// Options describe a policy version to load.
+type Options struct {
+	// Name is the operator's name for the policy.
+	Name string
+	// Wasm is the module binary.
+	Wasm []byte
+	// Settings are passed verbatim to the guest's settings hook (JSON).
+	Settings []byte
+	// Engine configures the sandbox; its Name is set from Name.
+	Engine engine.Config
+	// MaxInstances bounds the pool; 0 means DefaultMaxInstances().
+	MaxInstances int
+}
+
+// DefaultMaxInstances is twice GOMAXPROCS, at least 2: wasm calls are not
+// preemptible, so at most GOMAXPROCS instances run at once, and the spare
+// ones cover callers that hold an instance between calls.
+func DefaultMaxInstances() int { return max(2, 2*runtime.GOMAXPROCS(0)) }
+
+// Policy is one loaded, validated version of a policy. It is safe for
+// concurrent use by any number of goroutines.
+type Policy struct {
+	name     string
+	module   *engine.Module
+	info     *abiv1.PolicyInfo
+	settings []byte
+	loadedAt time.Time
+	pool     *pool.Pool[*member]
+
+	handles handleTable
+	nodes   nodeCache
+
+	closing atomic.Bool
+}
+
+// member is a pool member: an instance and what the host knows it holds.
+// Only the goroutine that took it from the pool touches it.
+type member struct {
+	in    *engine.Instance
+	gens  []int64 // NodeInfo generation held, by handle; 0 = none
+	cycle uint64  // cycle whose pod is installed; 0 = none
+	// cycleResult is PreFilter's verdict for that cycle.
+	cycleCode abiv1.Code
+}
+
+// Load compiles and validates a policy version and starts its first
+// instance, so that every error a version can have at start-up (bad bytes,
+// wrong ABI, missing exports, a trap in _initialize, rejected settings)
+// surfaces here, not in a scheduling cycle.
+func Load(ctx context.Context, opts Options) (*Policy, error) {
+	if opts.Name == "" {
+		return nil, fmt.Errorf("policy name is empty")
+	}
+	opts.Engine.Name = opts.Name
+	mod, err := engine.Compile(ctx, opts.Wasm, opts.Engine)
+	if err != nil {
+		return nil, err
+	}
+	p := &Policy{
+		name:     opts.Name,
+		module:   mod,
+		settings: append([]byte(nil), opts.Settings...),
+		loadedAt: time.Now(),
+	}
+	first, info, err := p.newMember(ctx)
+	if err != nil {
+		_ = mod.Close(ctx)
+		return nil, err
+	}
+	p.info = info
+	limit := opts.MaxInstances
+	if limit <= 0 {
+		limit = DefaultMaxInstances()
+	}
+	p.pool = pool.New(limit, func(ctx context.Context) (*member, error) {
+		m, _, err := p.newMember(ctx)
+		return m, err
+	}, func(m *member) { m.in.Close(context.Background()) })
+	p.pool.Seed(first)
+	return p, nil
+}
+
+func (p *Policy) newMember(ctx context.Context) (*member, *abiv1.PolicyInfo, error) {
+	in, err := p.module.NewInstance(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	info, err := in.Init(p.name, p.settings)
+	if err != nil {
+		in.Close(ctx)
+		return nil, nil, err
+	}
+	return &member{in: in}, info, nil
+}
+
+// Name returns the operator's name for the policy.
+func (p *Policy) Name() string { return p.name }
+
+// Digest returns the sha256 of the module, in hex.
+func (p *Policy) Digest() string { return p.module.Digest() }
+
+// Version returns the short digest used in messages.
+func (p *Policy) Version() string { return p.module.Version() }
+
+// LoadedAt returns when the version was loaded.
+func (p *Policy) LoadedAt() time.Time { return p.loadedAt }
+
+// Info returns what the guest declared at init.
+func (p *Policy) Info() *abiv1.PolicyInfo { return p.info }
+
+// Implements reports whether the guest implements an extension point.
+func (p *Policy) Implements(pt abiv1.Point) bool { return p.info.Points&(1<<uint(pt)) != 0 }
+
+// Instances returns how many instances exist.
+func (p *Policy) Instances() int { return p.pool.Size() }
+
+// GuestMemory returns the linear memory of each idle instance, in bytes.
+func (p *Policy) GuestMemory() []uint32 {
+	var out []uint32
+	for _, m := range p.pool.Idle() {
+		out = append(out, m.in.MemoryBytes())
+	}
+	return out
+}
+
+// Close stops handing out instances, waits up to the context's deadline for
+// the ones in use to come back, and releases the module.
+func (p *Policy) Close(ctx context.Context) error {
+	if !p.closing.CompareAndSwap(false, true) {
+		return nil
+	}
+	p.pool.Close()
+	for p.pool.Size() > 0 {
+		select {
+		case <-ctx.Done():
+			return p.module.Close(context.Background())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return p.module.Close(context.Background())
+}
+
+// with runs fn on a pool member and returns it, discarding it if it broke.
+func (p *Policy) with(ctx context.Context, fn func(m *member) error) error {
+	m, err := p.pool.Get(ctx)
+	if err != nil {
+		return fmt.Errorf("policy %s@%s: no instance: %w", p.name, p.Version(), err)
+	}
+	err = fn(m)
+	p.pool.Put(m, m.in.Broken())
+	return err
+}
+
+// handleTable assigns each node name a small, stable handle.
+type handleTable struct {
+	byName sync.Map // string -> int32
+	mu     sync.Mutex
+	next   int32
+}
+
+func (t *handleTable) get(name string) int32 {
+	if h, ok := t.byName.Load(name); ok {
+		return h.(int32)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if h, ok := t.byName.Load(name); ok {
+		return h.(int32)
+	}
+	h := t.next
+	t.next++
+	t.byName.Store(name, h)
+	return h
+}
+
+// lookup returns the handle of a node name that has one.
+func (t *handleTable) lookup(name string) (int32, bool) {
+	h, ok := t.byName.Load(name)
+	if !ok {
+		return 0, false
+	}
+	return h.(int32), true
+}
