@@ -18,6 +18,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -52,9 +54,9 @@ type Config struct {
 	CallTimeout time.Duration
 	// InitTimeout bounds _initialize and wasmsched_init.
 	InitTimeout time.Duration
-	// Cache, when set, is a compilation cache shared between modules, so
-	// that loading the same bytes again (a rollback, a second profile) does
-	// not recompile them.
+	// Cache is the compilation cache; nil means DefaultCache(). Loading
+	// bytes found in the cache (a rollback, a second profile, a restart)
+	// skips compilation.
 	Cache wazero.CompilationCache
 	// Log receives the guest's log lines (wasmsched.log). Nil discards them.
 	Log func(level int32, msg string)
@@ -156,9 +158,11 @@ func Compile(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 	rc := wazero.NewRuntimeConfigCompiler().
 		WithMemoryLimitPages(uint32(cfg.MemoryLimit / 65536)).
 		WithDebugInfoEnabled(false)
-	if cfg.Cache != nil {
-		rc = rc.WithCompilationCache(cfg.Cache)
+	cache := cfg.Cache
+	if cache == nil {
+		cache = DefaultCache()
 	}
+	rc = rc.WithCompilationCache(cache)
 	r := wazero.NewRuntimeWithConfig(ctx, rc)
 	m.runtime = r
 	ok := false
@@ -220,6 +224,36 @@ func Compile(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 	}
 	ok = true
 	return m, nil
+}
+
+var (
+	defaultCacheOnce sync.Once
+	defaultCache     wazero.CompilationCache
+)
+
+// DefaultCache returns the process-wide compilation cache: on disk in
+// $WASMSCHED_CACHE_DIR, else in the user cache directory
+// (~/.cache/wasmsched/compiled), else in memory when no directory is
+// writable. Compiled code in memory is reference-counted by wazero and freed
+// when the last module using it closes; the disk copy survives for rollbacks
+// and restarts.
+func DefaultCache() wazero.CompilationCache {
+	defaultCacheOnce.Do(func() {
+		dir := os.Getenv("WASMSCHED_CACHE_DIR")
+		if dir == "" {
+			if base, err := os.UserCacheDir(); err == nil {
+				dir = filepath.Join(base, "wasmsched", "compiled")
+			}
+		}
+		if dir != "" && os.MkdirAll(dir, 0o700) == nil {
+			if c, err := wazero.NewCompilationCacheWithDir(dir); err == nil {
+				defaultCache = c
+				return
+			}
+		}
+		defaultCache = wazero.NewCompilationCache()
+	})
+	return defaultCache
 }
 
 // maxLogLine truncates guest log lines.

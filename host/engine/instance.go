@@ -143,13 +143,15 @@ func (in *Instance) invoke(call string, fn api.Function, timeout time.Duration) 
 		if i := strings.Index(msg, "\nwasm stack trace"); i >= 0 {
 			msg = msg[:i]
 		}
-		if s := in.stderr.String(); s != "" {
-			msg += ": " + s
+		why := in.stderr.summary()
+		if why != "" {
+			msg += ": " + why
 		}
 		kind := KindTrap
-		if in.mem.Size() >= uint32(in.m.cfg.MemoryLimit/65536*65536)-2*65536 {
+		limit := in.m.cfg.MemoryLimit / 65536 * 65536
+		if strings.Contains(why, "out of memory") || uint64(in.mem.Size()) > limit/10*9 {
 			kind = KindMemory
-			msg += fmt.Sprintf(" (memory %d of %d bytes in use: the memory limit was probably reached)", in.mem.Size(), in.m.cfg.MemoryLimit/65536*65536)
+			msg += fmt.Sprintf(" (linear memory %d bytes, limit %d: the memory limit was reached)", in.mem.Size(), limit)
 		}
 		return 0, in.m.errorf(call, kind, errors.New(msg))
 	}
@@ -394,7 +396,7 @@ type tail struct {
 	buf []byte
 }
 
-const tailSize = 2048
+const tailSize = 8192
 
 func (t *tail) Write(p []byte) (int, error) {
 	t.mu.Lock()
@@ -406,20 +408,28 @@ func (t *tail) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// String returns the first lines of what was kept, on one line.
-func (t *tail) String() string {
+// summary picks the line that explains a crash from what was kept: the
+// last "panic:" or "fatal error:" line (Go and TinyGo print one before they
+// abort), else the last line.
+func (t *tail) summary() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := strings.TrimSpace(string(t.buf))
-	if s == "" {
-		return ""
+	lines := strings.Split(strings.TrimSpace(string(t.buf)), "\n")
+	best := ""
+	for _, l := range lines {
+		l = strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(l, "panic:"), strings.HasPrefix(l, "fatal error:"):
+			best = l
+		case strings.HasPrefix(l, "runtime: out of memory"), strings.Contains(l, "out of memory") && best == "":
+			best = l
+		}
 	}
-	lines := strings.Split(s, "\n")
-	if len(lines) > 3 {
-		lines = lines[:3]
+	if best == "" && len(lines) > 0 {
+		best = strings.TrimSpace(lines[len(lines)-1])
 	}
-	for i := range lines {
-		lines[i] = strings.TrimSpace(lines[i])
+	if len(best) > 300 {
+		best = best[:300] + "..."
 	}
-	return strings.Join(lines, " | ")
+	return best
 }

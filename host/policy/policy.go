@@ -54,6 +54,23 @@ type Policy struct {
 	nodes   nodeCache
 
 	closing atomic.Bool
+	stats   counters
+}
+
+type counters struct {
+	nodesSent, podsSent atomic.Int64
+}
+
+// Stats counts the data sent to instances since the version was loaded.
+type Stats struct {
+	// NodesSent counts node records sent (one per node per instance that
+	// needed it); PodsSent counts cycle starts (pod installs).
+	NodesSent, PodsSent int64
+}
+
+// Stats returns the counters.
+func (p *Policy) Stats() Stats {
+	return Stats{NodesSent: p.stats.nodesSent.Load(), PodsSent: p.stats.podsSent.Load()}
 }
 
 // member is a pool member: an instance and what the host knows it holds.

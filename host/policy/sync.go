@@ -100,6 +100,7 @@ func (p *Policy) sendSync(m *member, req []byte, hs []int32, gens []int64) error
 	if code != abiv1.Code_CODE_SUCCESS {
 		return p.detailError(m, "sync", code)
 	}
+	p.stats.nodesSent.Add(int64(len(hs)))
 	for i, h := range hs {
 		if int(h) >= len(m.gens) {
 			grown := make([]int64, max(int(h)+1, 2*len(m.gens)))
@@ -183,6 +184,7 @@ func (p *Policy) prepare(m *member, c *Cycle) error {
 		}
 	}
 	m.cycle = 0
+	p.stats.podsSent.Add(1)
 	code, err := m.in.Cycle(c.request())
 	if err != nil {
 		return err

@@ -11,10 +11,11 @@
 // the whole Kubernetes server tree (a cold build takes minutes).
 //
 // Process-wide effects a caller should know about:
-//   - Importing the package (through Kubernetes' test helpers) makes the
-//     process handle SIGINT itself: the first Ctrl-C cancels every running
-//     API server instead of killing the process. A CLI must install its own
-//     signal handling and exit when it is done.
+//   - Kubernetes' test helpers, imported here, catch SIGINT at initialisation
+//     (a Ctrl-C would stop every API server and leave the process running);
+//     this package resets SIGINT to the default when it is initialised. A
+//     program that wants to stop cleanly on Ctrl-C installs its own handler
+//     and calls Stop.
 //   - Start sets klog's global verbosity (see [Options.Verbosity]) and the
 //     package silences gRPC's global logger when it is initialised.
 //   - Only one [Scheduler] may run in a process at a time (kube-scheduler

@@ -28,8 +28,9 @@ func init() {
 // etcd client logs every connection at info), which this package already
 // does when it is initialised.
 //
-// Start calls it with the verbosity from its Options; call it directly in a
-// TestMain or main that logs before Start. Safe for concurrent use.
+// Start does the same, with the verbosity from its Options; call QuietLogs
+// in a TestMain or main whose Kubernetes code logs before Start. Safe for
+// concurrent use.
 func QuietLogs() {
 	quietGRPC()
 	setVerbosity(0)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"runtime"
 	"strings"
 	"sync"
@@ -33,6 +34,17 @@ type hostTB struct {
 }
 
 var _ ktesting.TB = (*hostTB)(nil)
+
+func init() {
+	// ktesting's init (it is imported by the API server test helper) catches
+	// SIGINT for the whole process and turns it into cancelling every context
+	// it made: a Ctrl-C would then stop the API server silently and leave the
+	// process running. Restore the default, so Stop is the only way a control
+	// plane ends and a program that wants SIGINT asks for it itself. Package
+	// initialisation runs after ktesting's and before main, so this cannot
+	// undo a handler that main installs.
+	signal.Reset(os.Interrupt)
+}
 
 func newHostTB(name, root string, logf func(string, ...any)) *hostTB {
 	return &hostTB{name: name, root: root, logf: logf}

@@ -1,0 +1,74 @@
+// Package testwasm builds real policy modules for tests, from the Go
+// packages in this repository, the way `make examples` does. Builds are
+// cached per process and by the Go build cache, so asking twice is cheap.
+package testwasm
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var (
+	mu     sync.Mutex
+	built  = map[string]string{}
+	tmpDir string
+)
+
+// Root returns the repository root (the directory holding go.mod).
+func Root(tb testing.TB) string {
+	tb.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		tb.Fatalf("go env GOMOD: %v", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		tb.Fatalf("not inside the wasmsched module")
+	}
+	return filepath.Dir(mod)
+}
+
+// Path builds the Go package at pkg (relative to the repository root, for
+// example "examples/nodepin") as a wasip1 reactor and returns the path of
+// the .wasm file.
+func Path(tb testing.TB, pkg string) string {
+	tb.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if p, ok := built[pkg]; ok {
+		return p
+	}
+	if tmpDir == "" {
+		d, err := os.MkdirTemp("", "wasmsched-testwasm-")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tmpDir = d
+	}
+	out := filepath.Join(tmpDir, strings.ReplaceAll(pkg, "/", "_")+".wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-ldflags=-s -w", "-o", out, "./"+pkg)
+	cmd.Dir = Root(tb)
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		tb.Fatalf("build %s: %v\n%s", pkg, err, stderr.String())
+	}
+	built[pkg] = out
+	return out
+}
+
+// Bytes builds pkg like Path and returns the module bytes.
+func Bytes(tb testing.TB, pkg string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(Path(tb, pkg))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
