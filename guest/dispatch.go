@@ -31,9 +31,14 @@ type instance struct {
 	out []byte // the marshalled result of the last call
 
 	// The detail of the last call, marshalled only if the host asks.
-	result  abiv1.Result
-	info    *abiv1.PolicyInfo
-	pending marshaler
+	result abiv1.Result
+	// seq numbers distinct Filter rejections, so the host fetches the
+	// reasons of a repeated rejection only once (see filter).
+	seq         uint32
+	lastCode    Code
+	lastReasons []string
+	info        *abiv1.PolicyInfo
+	pending     marshaler
 }
 
 var inst = &instance{}
@@ -214,20 +219,53 @@ func (in *instance) needCycle() uint32 {
 	return 0
 }
 
-// filter handles wasmsched_filter.
-func (in *instance) filter(h uint32) uint32 {
+// filter handles wasmsched_filter: the code in the high 32 bits and, for a
+// rejection, a sequence number in the low 32 that changes whenever the
+// rejection (code and reasons) differs from the previous one. The host
+// caches the reasons of the last sequence number it fetched, so a policy
+// rejecting thousands of nodes for the same reason costs one fetch.
+func (in *instance) filter(h uint32) uint64 {
 	if c := in.needCycle(); c != 0 {
-		return c
+		return in.withSeq(Code(c))
 	}
 	n := in.node(h)
 	if n == nil {
-		return in.unknownNode(h)
+		return in.withSeq(Code(in.unknownNode(h)))
 	}
 	if in.policy.Filter == nil {
 		in.pending = nil
-		return uint32(Success)
+		return uint64(Success) << 32
 	}
-	return in.status(in.policy.Filter(in.cycle, n))
+	s := in.policy.Filter(in.cycle, n)
+	if s.Code == Success && len(s.Reasons) == 0 {
+		in.pending = nil
+		return uint64(Success) << 32
+	}
+	in.setResult(s)
+	return in.withSeq(s.Code)
+}
+
+// withSeq numbers the pending result: the same number as the previous call
+// when code and reasons are unchanged.
+func (in *instance) withSeq(code Code) uint64 {
+	reasons := in.result.Reasons
+	if in.seq == 0 || code != in.lastCode || !sameStrings(reasons, in.lastReasons) {
+		in.seq++
+		in.lastCode, in.lastReasons = code, reasons
+	}
+	return uint64(code)<<32 | uint64(in.seq)
+}
+
+func sameStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // score handles wasmsched_score: the code in the high 32 bits, the score as

@@ -74,7 +74,7 @@ func exportCycle(n uint32) uint32 {
 }
 
 //go:wasmexport wasmsched_filter
-func exportFilter(h uint32) uint32 {
+func exportFilter(h uint32) uint64 {
 	enter()
 	return inst.filter(h)
 }

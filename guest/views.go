@@ -53,6 +53,30 @@ func Quantity(r *abiv1.Resources, name string) int64 {
 	return 0
 }
 
+// Lookup returns the value for key in a KeyValue list (labels, annotations,
+// selectors), which the host sends sorted by key.
+func Lookup(list []*abiv1.KeyValue, key string) (string, bool) {
+	lo, hi := 0, len(list)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if list[mid].Key < key {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo < len(list) && list[lo].Key == key {
+		return list[lo].Value, true
+	}
+	// Tolerate hand-built, unsorted lists.
+	for _, kv := range list {
+		if kv.Key == key {
+			return kv.Value, true
+		}
+	}
+	return "", false
+}
+
 // Pod is the pod being scheduled. The embedded message gives every field;
 // the methods answer the common questions.
 type Pod struct{ *abiv1.Pod }
@@ -61,16 +85,10 @@ type Pod struct{ *abiv1.Pod }
 func (p *Pod) Key() string { return p.GetNamespace() + "/" + p.GetName() }
 
 // Label returns the value of a label and whether it is set.
-func (p *Pod) Label(key string) (string, bool) {
-	v, ok := p.GetLabels()[key]
-	return v, ok
-}
+func (p *Pod) Label(key string) (string, bool) { return Lookup(p.GetLabels(), key) }
 
 // Annotation returns the value of an annotation and whether it is set.
-func (p *Pod) Annotation(key string) (string, bool) {
-	v, ok := p.GetAnnotations()[key]
-	return v, ok
-}
+func (p *Pod) Annotation(key string) (string, bool) { return Lookup(p.GetAnnotations(), key) }
 
 // Request returns the pod's effective request of a resource (see Quantity
 // for units), computed as the scheduler computes it.
@@ -130,15 +148,11 @@ type NodeInfo struct{ *abiv1.NodeInfo }
 func (n *NodeInfo) Name() string { return n.GetNode().GetName() }
 
 // Label returns the value of a node label and whether it is set.
-func (n *NodeInfo) Label(key string) (string, bool) {
-	v, ok := n.GetNode().GetLabels()[key]
-	return v, ok
-}
+func (n *NodeInfo) Label(key string) (string, bool) { return Lookup(n.GetNode().GetLabels(), key) }
 
 // Annotation returns the value of a node annotation and whether it is set.
 func (n *NodeInfo) Annotation(key string) (string, bool) {
-	v, ok := n.GetNode().GetAnnotations()[key]
-	return v, ok
+	return Lookup(n.GetNode().GetAnnotations(), key)
 }
 
 // Zone returns the node's topology.kubernetes.io/zone label, or "".
@@ -170,8 +184,8 @@ func (n *NodeInfo) Pods() []*abiv1.PodSummary { return n.GetPods() }
 // nodeSelector and required node affinity, as the NodeAffinity plugin does.
 func (n *NodeInfo) MatchesNodeSelector(p *Pod) bool {
 	labels := n.GetNode().GetLabels()
-	for k, v := range p.GetNodeSelector() {
-		if lv, ok := labels[k]; !ok || lv != v {
+	for _, kv := range p.GetNodeSelector() {
+		if lv, ok := Lookup(labels, kv.Key); !ok || lv != kv.Value {
 			return false
 		}
 	}
@@ -198,7 +212,8 @@ func (n *NodeInfo) matchesTerm(t *abiv1.NodeSelectorTerm) bool {
 		}
 	}
 	for _, r := range t.GetMatchFields() {
-		if r.GetKey() != "metadata.name" || !MatchRequirement(&abiv1.Requirement{Key: r.Key, Operator: r.Operator, Values: r.Values}, map[string]string{"metadata.name": n.Name()}) {
+		name := []*abiv1.KeyValue{{Key: "metadata.name", Value: n.Name()}}
+		if r.GetKey() != "metadata.name" || !MatchRequirement(r, name) {
 			return false
 		}
 	}
@@ -206,8 +221,8 @@ func (n *NodeInfo) matchesTerm(t *abiv1.NodeSelectorTerm) bool {
 }
 
 // MatchRequirement evaluates one selector requirement against labels.
-func MatchRequirement(r *abiv1.Requirement, labels map[string]string) bool {
-	v, ok := labels[r.GetKey()]
+func MatchRequirement(r *abiv1.Requirement, labels []*abiv1.KeyValue) bool {
+	v, ok := Lookup(labels, r.GetKey())
 	switch r.GetOperator() {
 	case "In":
 		return ok && contains(r.GetValues(), v)
@@ -236,12 +251,12 @@ func MatchRequirement(r *abiv1.Requirement, labels map[string]string) bool {
 
 // MatchSelector reports whether labels satisfy a label selector. A nil
 // selector matches nothing, as in Kubernetes.
-func MatchSelector(s *abiv1.LabelSelector, labels map[string]string) bool {
+func MatchSelector(s *abiv1.LabelSelector, labels []*abiv1.KeyValue) bool {
 	if s == nil {
 		return false
 	}
-	for k, v := range s.GetMatchLabels() {
-		if lv, ok := labels[k]; !ok || lv != v {
+	for _, kv := range s.GetMatchLabels() {
+		if lv, ok := Lookup(labels, kv.Key); !ok || lv != kv.Value {
 			return false
 		}
 	}

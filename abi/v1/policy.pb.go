@@ -218,6 +218,36 @@ func (x *Scalar) GetValue() int64 {
 	return 0
 }
 
+// KeyValue is one label, annotation or selector entry. Lists of them are
+// sorted by key, which makes encoding deterministic and lookups a binary
+// search; on the wire they are identical to a map<string, string>.
+type KeyValue struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Key   string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+}
+
+func (x *KeyValue) ProtoReflect() protoreflect.Message {
+	panic(`not implemented`)
+}
+
+func (x *KeyValue) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *KeyValue) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 // Requirement is one label (or field) selector requirement. operator is the
 // Kubernetes spelling: In, NotIn, Exists, DoesNotExist, Gt, Lt.
 type Requirement struct {
@@ -260,15 +290,15 @@ type LabelSelector struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	MatchLabels      map[string]string `protobuf:"bytes,1,rep,name=match_labels,json=matchLabels,proto3" json:"match_labels,omitempty" protobuf_key:"bytes,1,opt,name=key,proto3" protobuf_val:"bytes,2,opt,name=value,proto3"`
-	MatchExpressions []*Requirement    `protobuf:"bytes,2,rep,name=match_expressions,json=matchExpressions,proto3" json:"match_expressions,omitempty"`
+	MatchLabels      []*KeyValue    `protobuf:"bytes,1,rep,name=match_labels,json=matchLabels,proto3" json:"match_labels,omitempty"`
+	MatchExpressions []*Requirement `protobuf:"bytes,2,rep,name=match_expressions,json=matchExpressions,proto3" json:"match_expressions,omitempty"`
 }
 
 func (x *LabelSelector) ProtoReflect() protoreflect.Message {
 	panic(`not implemented`)
 }
 
-func (x *LabelSelector) GetMatchLabels() map[string]string {
+func (x *LabelSelector) GetMatchLabels() []*KeyValue {
 	if x != nil {
 		return x.MatchLabels
 	}
@@ -545,17 +575,17 @@ type Pod struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	Name        string            `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Namespace   string            `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Uid         string            `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
-	Labels      map[string]string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key,proto3" protobuf_val:"bytes,2,opt,name=value,proto3"`
-	Annotations map[string]string `protobuf:"bytes,5,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key,proto3" protobuf_val:"bytes,2,opt,name=value,proto3"`
+	Name        string      `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Namespace   string      `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Uid         string      `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	Labels      []*KeyValue `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty"`
+	Annotations []*KeyValue `protobuf:"bytes,5,rep,name=annotations,proto3" json:"annotations,omitempty"`
 	// The controller owner, if any.
-	Owner             *OwnerReference   `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`
-	Priority          int32             `protobuf:"varint,7,opt,name=priority,proto3" json:"priority,omitempty"`
-	PriorityClassName string            `protobuf:"bytes,8,opt,name=priority_class_name,json=priorityClassName,proto3" json:"priority_class_name,omitempty"`
-	SchedulerName     string            `protobuf:"bytes,9,opt,name=scheduler_name,json=schedulerName,proto3" json:"scheduler_name,omitempty"`
-	NodeSelector      map[string]string `protobuf:"bytes,10,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty" protobuf_key:"bytes,1,opt,name=key,proto3" protobuf_val:"bytes,2,opt,name=value,proto3"`
+	Owner             *OwnerReference `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`
+	Priority          int32           `protobuf:"varint,7,opt,name=priority,proto3" json:"priority,omitempty"`
+	PriorityClassName string          `protobuf:"bytes,8,opt,name=priority_class_name,json=priorityClassName,proto3" json:"priority_class_name,omitempty"`
+	SchedulerName     string          `protobuf:"bytes,9,opt,name=scheduler_name,json=schedulerName,proto3" json:"scheduler_name,omitempty"`
+	NodeSelector      []*KeyValue     `protobuf:"bytes,10,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty"`
 	// Required node affinity: the pod fits a node matching any term.
 	RequiredNodeAffinity      []*NodeSelectorTerm         `protobuf:"bytes,11,rep,name=required_node_affinity,json=requiredNodeAffinity,proto3" json:"required_node_affinity,omitempty"`
 	PreferredNodeAffinity     []*PreferredSchedulingTerm  `protobuf:"bytes,12,rep,name=preferred_node_affinity,json=preferredNodeAffinity,proto3" json:"preferred_node_affinity,omitempty"`
@@ -595,14 +625,14 @@ func (x *Pod) GetUid() string {
 	return ""
 }
 
-func (x *Pod) GetLabels() map[string]string {
+func (x *Pod) GetLabels() []*KeyValue {
 	if x != nil {
 		return x.Labels
 	}
 	return nil
 }
 
-func (x *Pod) GetAnnotations() map[string]string {
+func (x *Pod) GetAnnotations() []*KeyValue {
 	if x != nil {
 		return x.Annotations
 	}
@@ -637,7 +667,7 @@ func (x *Pod) GetSchedulerName() string {
 	return ""
 }
 
-func (x *Pod) GetNodeSelector() map[string]string {
+func (x *Pod) GetNodeSelector() []*KeyValue {
 	if x != nil {
 		return x.NodeSelector
 	}
@@ -735,14 +765,14 @@ type Node struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	Name          string            `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Labels        map[string]string `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key,proto3" protobuf_val:"bytes,2,opt,name=value,proto3"`
-	Annotations   map[string]string `protobuf:"bytes,3,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key,proto3" protobuf_val:"bytes,2,opt,name=value,proto3"`
-	Taints        []*Taint          `protobuf:"bytes,4,rep,name=taints,proto3" json:"taints,omitempty"`
-	Allocatable   *Resources        `protobuf:"bytes,5,opt,name=allocatable,proto3" json:"allocatable,omitempty"`
-	Capacity      *Resources        `protobuf:"bytes,6,opt,name=capacity,proto3" json:"capacity,omitempty"`
-	Unschedulable bool              `protobuf:"varint,7,opt,name=unschedulable,proto3" json:"unschedulable,omitempty"`
-	Conditions    []*NodeCondition  `protobuf:"bytes,8,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	Name          string           `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Labels        []*KeyValue      `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty"`
+	Annotations   []*KeyValue      `protobuf:"bytes,3,rep,name=annotations,proto3" json:"annotations,omitempty"`
+	Taints        []*Taint         `protobuf:"bytes,4,rep,name=taints,proto3" json:"taints,omitempty"`
+	Allocatable   *Resources       `protobuf:"bytes,5,opt,name=allocatable,proto3" json:"allocatable,omitempty"`
+	Capacity      *Resources       `protobuf:"bytes,6,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	Unschedulable bool             `protobuf:"varint,7,opt,name=unschedulable,proto3" json:"unschedulable,omitempty"`
+	Conditions    []*NodeCondition `protobuf:"bytes,8,rep,name=conditions,proto3" json:"conditions,omitempty"`
 }
 
 func (x *Node) ProtoReflect() protoreflect.Message {
@@ -756,14 +786,14 @@ func (x *Node) GetName() string {
 	return ""
 }
 
-func (x *Node) GetLabels() map[string]string {
+func (x *Node) GetLabels() []*KeyValue {
 	if x != nil {
 		return x.Labels
 	}
 	return nil
 }
 
-func (x *Node) GetAnnotations() map[string]string {
+func (x *Node) GetAnnotations() []*KeyValue {
 	if x != nil {
 		return x.Annotations
 	}
@@ -812,13 +842,13 @@ type PodSummary struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	Name      string            `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Namespace string            `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Uid       string            `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
-	Labels    map[string]string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key,proto3" protobuf_val:"bytes,2,opt,name=value,proto3"`
-	Requests  *Resources        `protobuf:"bytes,5,opt,name=requests,proto3" json:"requests,omitempty"`
-	Priority  int32             `protobuf:"varint,6,opt,name=priority,proto3" json:"priority,omitempty"`
-	Owner     *OwnerReference   `protobuf:"bytes,7,opt,name=owner,proto3" json:"owner,omitempty"`
+	Name      string          `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Namespace string          `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Uid       string          `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	Labels    []*KeyValue     `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty"`
+	Requests  *Resources      `protobuf:"bytes,5,opt,name=requests,proto3" json:"requests,omitempty"`
+	Priority  int32           `protobuf:"varint,6,opt,name=priority,proto3" json:"priority,omitempty"`
+	Owner     *OwnerReference `protobuf:"bytes,7,opt,name=owner,proto3" json:"owner,omitempty"`
 }
 
 func (x *PodSummary) ProtoReflect() protoreflect.Message {
@@ -846,7 +876,7 @@ func (x *PodSummary) GetUid() string {
 	return ""
 }
 
-func (x *PodSummary) GetLabels() map[string]string {
+func (x *PodSummary) GetLabels() []*KeyValue {
 	if x != nil {
 		return x.Labels
 	}
@@ -1121,11 +1151,11 @@ type WaitingPod struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	Name        string            `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Namespace   string            `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Uid         string            `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
-	Labels      map[string]string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key,proto3" protobuf_val:"bytes,2,opt,name=value,proto3"`
-	Annotations map[string]string `protobuf:"bytes,5,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key,proto3" protobuf_val:"bytes,2,opt,name=value,proto3"`
+	Name        string      `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Namespace   string      `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Uid         string      `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	Labels      []*KeyValue `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty"`
+	Annotations []*KeyValue `protobuf:"bytes,5,rep,name=annotations,proto3" json:"annotations,omitempty"`
 	// The node the pod is reserved on.
 	NodeName string `protobuf:"bytes,6,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
 }
@@ -1155,14 +1185,14 @@ func (x *WaitingPod) GetUid() string {
 	return ""
 }
 
-func (x *WaitingPod) GetLabels() map[string]string {
+func (x *WaitingPod) GetLabels() []*KeyValue {
 	if x != nil {
 		return x.Labels
 	}
 	return nil
 }
 
-func (x *WaitingPod) GetAnnotations() map[string]string {
+func (x *WaitingPod) GetAnnotations() []*KeyValue {
 	if x != nil {
 		return x.Annotations
 	}

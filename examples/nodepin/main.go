@@ -7,6 +7,7 @@ package main
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/wasmsched/wasmsched/guest"
@@ -35,7 +36,7 @@ func New(s Settings) (*Policy, error) {
 		}
 		p.allowed[n] = true
 	}
-	p.rejected = guest.RejectUnresolvable("nodepin: node is not one of the allowed nodes [%s]", strings.Join(s.Nodes, ", "))
+	p.rejected = guest.RejectUnresolvable("nodepin: node is not one of the allowed nodes [%s]", summarize(s.Nodes, 5))
 	return p, nil
 }
 
@@ -45,6 +46,15 @@ func (p *Policy) Filter(_ *guest.Cycle, n *guest.NodeInfo) guest.Status {
 		return guest.OK()
 	}
 	return p.rejected
+}
+
+// summarize joins up to n names and counts the rest, so that a long list
+// does not flood events.
+func summarize(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return strings.Join(names[:n], ", ") + ", and " + strconv.Itoa(len(names)-n) + " more"
 }
 
 var policy *Policy

@@ -84,10 +84,10 @@ func selectorStr(s *abiv1.LabelSelector) string {
 	if s == nil {
 		return "<nil>"
 	}
-	keys := slices.Sorted(maps.Keys(s.MatchLabels))
+	keys := slices.Sorted(maps.Keys(kv(s.MatchLabels)))
 	labels := make([]string, len(keys))
 	for i, k := range keys {
-		labels[i] = k + "=" + s.MatchLabels[k]
+		labels[i] = k + "=" + kv(s.MatchLabels)[k]
 	}
 	return fmt.Sprintf("labels{%s} expr{%s}", strings.Join(labels, ","), reqsStr(s.MatchExpressions))
 }
@@ -238,8 +238,8 @@ func TestPodMetadata(t *testing.T) {
 			if got.Name != "web-1" || got.Namespace != "shop" || got.Uid != "uid-web-1" {
 				t.Errorf("identity = %s/%s/%s", got.Namespace, got.Name, got.Uid)
 			}
-			if !maps.Equal(got.Labels, pod.Labels) || !maps.Equal(got.Annotations, pod.Annotations) ||
-				!maps.Equal(got.NodeSelector, pod.Spec.NodeSelector) {
+			if !maps.Equal(kv(got.Labels), pod.Labels) || !maps.Equal(kv(got.Annotations), pod.Annotations) ||
+				!maps.Equal(kv(got.NodeSelector), pod.Spec.NodeSelector) {
 				t.Errorf("maps = %v %v %v", got.Labels, got.Annotations, got.NodeSelector)
 			}
 			if s := ownerStr(got.Owner); s != tt.wantOwner {
@@ -389,7 +389,7 @@ func TestPodSchedulingConstraints(t *testing.T) {
 	t.Run("shares no mutable memory with the pod", func(t *testing.T) {
 		got := convert.Pod(pod)
 		got.RequiredNodeAffinity[0].MatchExpressions[0].Values[0] = "changed"
-		got.TopologySpreadConstraints[0].LabelSelector.MatchLabels["app"] = "changed"
+		got.TopologySpreadConstraints[0].LabelSelector.MatchLabels[0].Value = "changed"
 		*got.Tolerations[1].TolerationSeconds = 1
 		spec := pod.Spec
 		if spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != "a" ||
@@ -487,7 +487,7 @@ func gpuNode() *v1.Node {
 func TestNode(t *testing.T) {
 	node := gpuNode()
 	got := convert.Node(node)
-	if got.Name != "n1" || !maps.Equal(got.Labels, node.Labels) || !maps.Equal(got.Annotations, node.Annotations) {
+	if got.Name != "n1" || !maps.Equal(kv(got.Labels), node.Labels) || !maps.Equal(kv(got.Annotations), node.Annotations) {
 		t.Errorf("identity = %q %v %v", got.Name, got.Labels, got.Annotations)
 	}
 	if !got.Unschedulable {
@@ -580,7 +580,7 @@ func TestNodeInfo(t *testing.T) {
 			if !slices.Equal(summaries, tt.wantPods) {
 				t.Errorf("pods =\n%q\nwant\n%q", summaries, tt.wantPods)
 			}
-			if tt.withPods && !maps.Equal(got.Pods[2].Labels, map[string]string{"app": "train"}) {
+			if tt.withPods && !maps.Equal(kv(got.Pods[2].Labels), map[string]string{"app": "train"}) {
 				t.Errorf("labels = %v", got.Pods[2].Labels)
 			}
 		})
@@ -613,7 +613,7 @@ func TestWaitingPod(t *testing.T) {
 	p.Annotations = map[string]string{"size": "4"}
 	got := convert.WaitingPod(p, "n7")
 	if got.Name != "w" || got.Namespace != "default" || got.Uid != "uid-w" || got.NodeName != "n7" ||
-		!maps.Equal(got.Labels, p.Labels) || !maps.Equal(got.Annotations, p.Annotations) {
+		!maps.Equal(kv(got.Labels), p.Labels) || !maps.Equal(kv(got.Annotations), p.Annotations) {
 		t.Errorf("WaitingPod() = %s/%s %s on %s %v %v",
 			got.Namespace, got.Name, got.Uid, got.NodeName, got.Labels, got.Annotations)
 	}
@@ -670,4 +670,17 @@ func TestDeterministicEncoding(t *testing.T) {
 	if b1, b2 := mustMarshal(t, msg), mustMarshal(t, msg); !bytes.Equal(b1, b2) {
 		t.Error("marshalling one message twice gives different bytes")
 	}
+}
+
+// kv turns a KeyValue list back into a map, failing on unsorted or
+// duplicated keys.
+func kv(list []*abiv1.KeyValue) map[string]string {
+	m := map[string]string{}
+	for i, e := range list {
+		if i > 0 && list[i-1].Key >= e.Key {
+			panic("KeyValue list not sorted by key: " + list[i-1].Key + " >= " + e.Key)
+		}
+		m[e.Key] = e.Value
+	}
+	return m
 }

@@ -1,7 +1,6 @@
 package convert
 
 import (
-	"maps"
 	"slices"
 	"strings"
 
@@ -20,8 +19,8 @@ func Node(node *v1.Node) *abiv1.Node {
 	}
 	return &abiv1.Node{
 		Name:          node.Name,
-		Labels:        maps.Clone(node.Labels),
-		Annotations:   maps.Clone(node.Annotations),
+		Labels:        keyValues(node.Labels),
+		Annotations:   keyValues(node.Annotations),
 		Taints:        taints(node.Spec.Taints),
 		Allocatable:   ResourceList(node.Status.Allocatable),
 		Capacity:      ResourceList(node.Status.Capacity),
@@ -83,7 +82,7 @@ func podSummaries(pods []fwk.PodInfo) []*abiv1.PodSummary {
 		s.Name = pod.Name
 		s.Namespace = pod.Namespace
 		s.Uid = string(pod.UID)
-		s.Labels = maps.Clone(pod.Labels)
+		s.Labels = keyValues(pod.Labels)
 		s.Priority = priority(pod)
 		if r := pi.CalculateResource().Resource; !isNilResource(r) {
 			resourcesInto(r, &requests[i])

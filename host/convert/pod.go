@@ -1,7 +1,6 @@
 package convert
 
 import (
-	"maps"
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
@@ -62,12 +61,12 @@ func podMessage(pod *v1.Pod, requests fwk.Resource) *abiv1.Pod {
 		Name:                      pod.Name,
 		Namespace:                 pod.Namespace,
 		Uid:                       string(pod.UID),
-		Labels:                    maps.Clone(pod.Labels),
-		Annotations:               maps.Clone(pod.Annotations),
+		Labels:                    keyValues(pod.Labels),
+		Annotations:               keyValues(pod.Annotations),
 		Priority:                  priority(pod),
 		PriorityClassName:         spec.PriorityClassName,
 		SchedulerName:             spec.SchedulerName,
-		NodeSelector:              maps.Clone(spec.NodeSelector),
+		NodeSelector:              keyValues(spec.NodeSelector),
 		Tolerations:               tolerations(spec.Tolerations),
 		TopologySpreadConstraints: spreadConstraints(spec.TopologySpreadConstraints),
 		Requests:                  Resources(requests),
@@ -98,8 +97,8 @@ func WaitingPod(p *v1.Pod, nodeName string) *abiv1.WaitingPod {
 		Name:        p.Name,
 		Namespace:   p.Namespace,
 		Uid:         string(p.UID),
-		Labels:      maps.Clone(p.Labels),
-		Annotations: maps.Clone(p.Annotations),
+		Labels:      keyValues(p.Labels),
+		Annotations: keyValues(p.Annotations),
 		NodeName:    nodeName,
 	}
 }
@@ -192,7 +191,7 @@ func labelSelector(s *metav1.LabelSelector) *abiv1.LabelSelector {
 	if s == nil {
 		return nil
 	}
-	out := &abiv1.LabelSelector{MatchLabels: maps.Clone(s.MatchLabels)}
+	out := &abiv1.LabelSelector{MatchLabels: keyValues(s.MatchLabels)}
 	if n := len(s.MatchExpressions); n > 0 {
 		backing := make([]abiv1.Requirement, n)
 		out.MatchExpressions = make([]*abiv1.Requirement, n)

@@ -20,15 +20,14 @@
 // All functions are safe to call from any number of goroutines on distinct
 // inputs, and on shared inputs that the scheduler treats as read-only.
 //
-// Map fields (labels, annotations, node selectors, match labels) are Go maps,
-// and the generated MarshalVT writes map entries in Go's map iteration order,
-// which is random: a message with a map of two or more entries does not
-// marshal to the same bytes twice. Everything this package controls is
-// ordered; the map order is the generator's.
+// Labels, annotations, node selectors and match labels travel as KeyValue
+// lists sorted by key, so every message marshals to the same bytes for the
+// same input.
 package convert
 
 import (
 	"slices"
+	"sort"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -162,4 +161,22 @@ func sortScalars(s []*abiv1.Scalar) {
 	if len(s) > 1 {
 		slices.SortFunc(s, func(a, b *abiv1.Scalar) int { return strings.Compare(a.Name, b.Name) })
 	}
+}
+
+// keyValues turns a map into a KeyValue list sorted by key, allocated in one
+// backing array. A nil or empty map gives nil.
+func keyValues(m map[string]string) []*abiv1.KeyValue {
+	if len(m) == 0 {
+		return nil
+	}
+	backing := make([]abiv1.KeyValue, len(m))
+	out := make([]*abiv1.KeyValue, 0, len(m))
+	i := 0
+	for k, v := range m {
+		backing[i].Key, backing[i].Value = k, v
+		out = append(out, &backing[i])
+		i++
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Key < out[b].Key })
+	return out
 }

@@ -106,7 +106,7 @@ var requiredExports = []struct {
 	{"wasmsched_init", []api.ValueType{api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}},
 	{"wasmsched_sync", []api.ValueType{api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}},
 	{"wasmsched_cycle", []api.ValueType{api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}},
-	{"wasmsched_filter", []api.ValueType{api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}},
+	{"wasmsched_filter", []api.ValueType{api.ValueTypeI32}, []api.ValueType{api.ValueTypeI64}},
 	{"wasmsched_score", []api.ValueType{api.ValueTypeI32}, []api.ValueType{api.ValueTypeI64}},
 	{"wasmsched_call", []api.ValueType{api.ValueTypeI32, api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}},
 }
@@ -172,7 +172,7 @@ func Compile(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 		}
 	}()
 
-	cm, err := r.CompileModule(ctx, instrumented)
+	cm, err := compileModule(ctx, r, instrumented)
 	if err != nil {
 		return fail("not a valid WebAssembly module: %v", err)
 	}
@@ -224,6 +224,19 @@ func Compile(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 	}
 	ok = true
 	return m, nil
+}
+
+// compileModule is r.CompileModule with a panic turned into an error: the
+// wazero v1.12 compiler panics on some modules its validator accepts (a
+// typed select of (ref null func), encoded 0x1c 0x01 0x63 0x70), and a bad
+// policy must not take the scheduler down with it.
+func compileModule(ctx context.Context, r wazero.Runtime, bin []byte) (cm wazero.CompiledModule, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("wazero failed on it: %v", p)
+		}
+	}()
+	return r.CompileModule(ctx, bin)
 }
 
 var (

@@ -107,6 +107,13 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 	return in, nil
 }
 
+// Ping makes the cheapest possible call (wasmsched_abi_version): a health
+// check, and the measure of the bare cost of crossing the boundary.
+func (in *Instance) Ping() error {
+	_, err := in.invoke("abi_version", in.abiVersion, in.m.cfg.CallTimeout)
+	return err
+}
+
 // Broken reports whether the instance failed and must be discarded.
 func (in *Instance) Broken() bool { return in.broken || in.expired.Load() }
 
@@ -313,14 +320,17 @@ func (in *Instance) Call(point abiv1.Point, req []byte) (abiv1.Code, error) {
 	return in.code(name, v)
 }
 
-// Filter runs Filter on the resident node with handle h.
-func (in *Instance) Filter(h int32) (abiv1.Code, error) {
+// Filter runs Filter on the resident node with handle h. For a rejection,
+// seq identifies the reasons: equal to the previous call's seq when the
+// reasons are unchanged (see abi/README.md).
+func (in *Instance) Filter(h int32) (code abiv1.Code, seq uint32, err error) {
 	in.stack[0] = uint64(uint32(h))
 	v, err := in.invoke("filter", in.filter, in.m.cfg.CallTimeout)
 	if err != nil {
-		return abiv1.Code_CODE_INVALID, err
+		return abiv1.Code_CODE_INVALID, 0, err
 	}
-	return in.code("filter", v)
+	code, err = in.code("filter", v>>32)
+	return code, uint32(v), err
 }
 
 // Score runs Score on the resident node with handle h.

@@ -101,12 +101,23 @@ func (p *Policy) Filter(ctx context.Context, c *Cycle, ni fwk.NodeInfo) (Status,
 		if err != nil {
 			return err
 		}
-		code, err := m.in.Filter(h)
+		code, seq, err := m.in.Filter(h)
 		if err != nil {
 			return err
 		}
-		s, err = p.status(m, "filter", code)
-		return err
+		if code == abiv1.Code_CODE_SUCCESS {
+			s = success
+			return nil
+		}
+		if seq != 0 && seq == m.rejectSeq && code == m.rejected.Code {
+			s = m.rejected
+			return nil
+		}
+		if s, err = p.status(m, "filter", code); err != nil {
+			return err
+		}
+		m.rejectSeq, m.rejected = seq, s
+		return nil
 	})
 	return s, err
 }

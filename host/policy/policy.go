@@ -79,8 +79,11 @@ type member struct {
 	in    *engine.Instance
 	gens  []int64 // NodeInfo generation held, by handle; 0 = none
 	cycle uint64  // cycle whose pod is installed; 0 = none
-	// cycleResult is PreFilter's verdict for that cycle.
+	// cycleCode is PreFilter's verdict for that cycle.
 	cycleCode abiv1.Code
+	// The last Filter rejection fetched: its sequence number and status.
+	rejectSeq uint32
+	rejected  Status
 }
 
 // Load compiles and validates a policy version and starts its first
@@ -161,6 +164,11 @@ func (p *Policy) GuestMemory() []uint32 {
 		out = append(out, m.in.MemoryBytes())
 	}
 	return out
+}
+
+// Ping makes an empty call on an instance.
+func (p *Policy) Ping(ctx context.Context) error {
+	return p.with(ctx, func(m *member) error { return m.in.Ping() })
 }
 
 // Close stops handing out instances, waits up to the context's deadline for

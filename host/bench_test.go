@@ -1,0 +1,265 @@
+package host_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/host/policy"
+	"github.com/wasmsched/wasmsched/internal/testwasm"
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "wasmsched-cache-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("WASMSCHED_CACHE_DIR", dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var ctx = context.Background()
+
+// allowEvery makes nodepin settings allowing every n-th of count nodes.
+func allowEvery(n, count int) (string, map[string]bool) {
+	allowed := map[string]bool{}
+	s := `{"nodes": [`
+	for i := 0; i < count; i += n {
+		if i > 0 {
+			s += ","
+		}
+		s += fmt.Sprintf("%q", nodeName(i))
+		allowed[nodeName(i)] = true
+	}
+	return s + `]}`, allowed
+}
+
+func nodeName(i int) string { return fmt.Sprintf("node-%05d", i) }
+
+func loadNodepin(b *testing.B, settings string, instances int) *policy.Policy {
+	p, err := policy.Load(ctx, policy.Options{Name: "nodepin", Wasm: testwasm.Bytes(b, "examples/nodepin"), Settings: []byte(settings), MaxInstances: instances})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = p.Close(ctx) })
+	return p
+}
+
+// realisticPod has what production pods carry: labels, annotations, three
+// containers, tolerations, affinity and a spread constraint.
+func realisticPod(i int) *v1.Pod {
+	req := v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m"), v1.ResourceMemory: resource.MustParse("512Mi")}
+	c := func(name string) v1.Container {
+		return v1.Container{Name: name, Image: "registry.example/" + name + ":1.2.3", Resources: v1.ResourceRequirements{Requests: req, Limits: req}}
+	}
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("web-7d9f8c6b5-%05d", i), Namespace: "shop", UID: "0b5c2a52-6f0e-4c1b-9d3e-1f2a3b4c5d6e",
+			Labels:          map[string]string{"app": "web", "tier": "frontend", "pod-template-hash": "7d9f8c6b5", "team": "checkout"},
+			Annotations:     map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "9090"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-7d9f8c6b5", UID: "1", Controller: ptr(true)}},
+		},
+		Spec: v1.PodSpec{
+			Containers:  []v1.Container{c("web"), c("sidecar"), c("metrics")},
+			Tolerations: []v1.Toleration{{Key: "node.kubernetes.io/not-ready", Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: ptr(int64(300))}},
+			Affinity: &v1.Affinity{NodeAffinity: &v1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{
+				NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchExpressions: []v1.NodeSelectorRequirement{{Key: "kubernetes.io/os", Operator: v1.NodeSelectorOpIn, Values: []string{"linux"}}}}}}}},
+			TopologySpreadConstraints: []v1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: v1.DoNotSchedule,
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}},
+		},
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func realisticNodes(n int) []fwk.NodeInfo {
+	out := make([]fwk.NodeInfo, n)
+	for i := range out {
+		node := &v1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: nodeName(i), Labels: map[string]string{
+				"kubernetes.io/hostname": nodeName(i), "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+				"topology.kubernetes.io/zone": fmt.Sprintf("zone-%d", i%3), "topology.kubernetes.io/region": "eu-1",
+				"node.kubernetes.io/instance-type": "m5.2xlarge",
+			}},
+			Status: v1.NodeStatus{
+				Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("32Gi"), v1.ResourcePods: resource.MustParse("110")},
+				Capacity:    v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("32Gi"), v1.ResourcePods: resource.MustParse("110")},
+				Conditions:  []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady"}},
+			},
+		}
+		ni := framework.NewNodeInfo()
+		ni.SetNode(node)
+		out[i] = ni
+	}
+	return out
+}
+
+// BenchmarkEmptyCall is the bare cost of a call into a guest and back,
+// through the pool.
+func BenchmarkEmptyCall(b *testing.B) {
+	p := loadNodepin(b, "", 1)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := p.Ping(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPodSync is the cost of starting a cycle on an instance: the pod
+// encoded on the host, decoded in the guest.
+func BenchmarkPodSync(b *testing.B) {
+	p := loadNodepin(b, "", 1)
+	pods := make([]*v1.Pod, 64)
+	for i := range pods {
+		pods[i] = realisticPod(i)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := p.PreFilter(ctx, policy.NewCycle(pods[i%len(pods)], nil)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkFilterResident is one Filter call for a node the instance
+// already holds.
+func BenchmarkFilterResident(b *testing.B) {
+	p := loadNodepin(b, `{"nodes": ["node-00000"]}`, 1)
+	nodes := realisticNodes(1)
+	c := policy.NewCycle(realisticPod(0), nodes)
+	if _, err := p.Filter(ctx, c, nodes[0]); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if s, err := p.Filter(ctx, c, nodes[0]); err != nil || !s.IsSuccess() {
+			b.Fatal(s, err)
+		}
+	}
+}
+
+// BenchmarkNodeSync is sending one changed node to an instance.
+func BenchmarkNodeSync(b *testing.B) {
+	p := loadNodepin(b, `{"nodes": ["node-00000"]}`, 1)
+	nodes := realisticNodes(1)
+	c := policy.NewCycle(realisticPod(0), nodes)
+	pod := realisticPod(1)
+	pod.Spec.NodeName = nodes[0].Node().Name
+	pi, err := framework.NewPodInfo(pod)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		nodes[0].AddPodInfo(pi) // bumps the generation
+		if _, err := p.Filter(ctx, c, nodes[0]); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if err := nodes[0].RemovePod(klogger, pod); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
+
+// BenchmarkPod5000Nodes filters one pod against 5000 resident nodes, as one
+// goroutine and as the scheduler's 16, through wasm and as the same rule
+// compiled natively.
+func BenchmarkPod5000Nodes(b *testing.B) {
+	const n = 5000
+	settings, allowed := allowEvery(10, n)
+	nodes := realisticNodes(n)
+	pods := []*v1.Pod{realisticPod(0), realisticPod(1)}
+
+	native := func(ni fwk.NodeInfo) bool { return allowed[ni.Node().Name] }
+	nativeRun := func(parallel int) {
+		var wg sync.WaitGroup
+		for g := 0; g < parallel; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := g; i < n; i += parallel {
+					_ = native(nodes[i])
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	for _, parallel := range []int{1, 16} {
+		b.Run(fmt.Sprintf("native/goroutines=%d", parallel), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				nativeRun(parallel)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/node")
+		})
+		b.Run(fmt.Sprintf("wasm/goroutines=%d", parallel), func(b *testing.B) {
+			p := loadNodepin(b, settings, 0)
+			run := func(pod *v1.Pod) {
+				c := policy.NewCycle(pod, nodes)
+				var wg sync.WaitGroup
+				for g := 0; g < parallel; g++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := g; i < n; i += parallel {
+							s, err := p.Filter(ctx, c, nodes[i])
+							if err != nil || s.IsSuccess() != native(nodes[i]) {
+								b.Errorf("node %d: %v %v", i, s, err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+			}
+			for k := 0; k < 4; k++ {
+				run(pods[k%2]) // sync every instance first
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				run(pods[i%2])
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/node")
+			b.ReportMetric(float64(p.Instances()), "instances")
+		})
+	}
+}
+
+// BenchmarkGuestMemory makes a million Filter calls and reports the guest's
+// linear memory before and after: it must stay flat.
+func BenchmarkGuestMemory(b *testing.B) {
+	p := loadNodepin(b, `{"nodes": ["node-00001"]}`, 1)
+	nodes := realisticNodes(2)
+	pod := realisticPod(0)
+	var c *policy.Cycle
+	before := p.GuestMemory()[0]
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k := 0; k < 1_000_000; k++ {
+			if k%1000 == 0 {
+				c = policy.NewCycle(pod, nodes) // a new pod every 1000 calls
+			}
+			if _, err := p.Filter(ctx, c, nodes[k%2]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	after := p.GuestMemory()[0]
+	b.ReportMetric(float64(before)/(1<<20), "MiB-before")
+	b.ReportMetric(float64(after)/(1<<20), "MiB-after-1M-calls")
+}
+
+var klogger = klog.Background()
