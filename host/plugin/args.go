@@ -1,0 +1,188 @@
+package plugin
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	"github.com/wasmsched/wasmsched/host/engine"
+)
+
+// Args are the WasmPolicy plugin's arguments in a KubeSchedulerConfiguration:
+//
+//	pluginConfig:
+//	- name: WasmPolicy
+//	  args:
+//	    policies:
+//	    - name: gpu
+//	      source: {file: /etc/wasmsched/gpu.wasm}
+//	      weight: 2
+//	      failurePolicy: Fail
+//	      timeout: 200ms
+//	      memoryLimit: 256Mi
+//	      settings: {strategy: binpack}
+type Args struct {
+	metav1.TypeMeta `json:",inline"`
+	// Policies run in order: Filter stops at the first rejection.
+	Policies []PolicyArgs `json:"policies"`
+}
+
+// PolicyArgs configure one policy.
+type PolicyArgs struct {
+	// Name identifies the policy in events, logs and metrics.
+	Name string `json:"name"`
+	// Source says where the module comes from.
+	Source Source `json:"source"`
+	// Weight multiplies the policy's normalised score (default 1).
+	Weight int64 `json:"weight,omitempty"`
+	// FailurePolicy says what a failing policy (trap, timeout, invalid
+	// answer) does to the pod: Fail (default) rejects it with the error as
+	// the reason; Ignore skips the policy for that cycle.
+	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
+	// Timeout bounds each call into the policy (default 200ms).
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// MemoryLimit caps each instance's memory (default 256Mi, at least 8Mi).
+	MemoryLimit *resource.Quantity `json:"memoryLimit,omitempty"`
+	// MaxInstances bounds the instance pool (default twice GOMAXPROCS).
+	MaxInstances int `json:"maxInstances,omitempty"`
+	// Settings are passed to the policy as JSON, verbatim.
+	Settings json.RawMessage `json:"settings,omitempty"`
+}
+
+// Source locates a module. Exactly one field is set.
+type Source struct {
+	// File is a path on the scheduler's file system.
+	File string `json:"file,omitempty"`
+}
+
+// FailurePolicy is Fail or Ignore.
+type FailurePolicy string
+
+const (
+	FailurePolicyFail   FailurePolicy = "Fail"
+	FailurePolicyIgnore FailurePolicy = "Ignore"
+)
+
+const (
+	defaultWeight  = 1
+	maxWeight      = 100
+	defaultTimeout = engine.DefaultCallTimeout
+)
+
+// DecodeArgs decodes, defaults and validates plugin arguments.
+func DecodeArgs(obj runtime.Object) (*Args, error) {
+	args := &Args{}
+	if obj != nil {
+		if a, ok := obj.(*Args); ok {
+			args = a.DeepCopy()
+		} else if err := frameworkruntime.DecodeInto(obj, args); err != nil {
+			return nil, fmt.Errorf("decode %s args: %w", Name, err)
+		}
+	}
+	SetDefaults(args)
+	if errs := Validate(args); len(errs) > 0 {
+		return nil, fmt.Errorf("invalid %s args: %w", Name, errs.ToAggregate())
+	}
+	return args, nil
+}
+
+// SetDefaults fills in unset fields.
+func SetDefaults(a *Args) {
+	for i := range a.Policies {
+		p := &a.Policies[i]
+		if p.Weight == 0 {
+			p.Weight = defaultWeight
+		}
+		if p.FailurePolicy == "" {
+			p.FailurePolicy = FailurePolicyFail
+		}
+		if p.Timeout == nil {
+			p.Timeout = &metav1.Duration{Duration: defaultTimeout}
+		}
+		if p.MemoryLimit == nil {
+			q := resource.NewQuantity(engine.DefaultMemoryLimit, resource.BinarySI)
+			p.MemoryLimit = q
+		}
+	}
+}
+
+// Validate checks defaulted arguments; errors name the offending field.
+func Validate(a *Args) field.ErrorList {
+	var errs field.ErrorList
+	root := field.NewPath("policies")
+	if len(a.Policies) == 0 {
+		errs = append(errs, field.Required(root, "at least one policy is needed"))
+	}
+	seen := map[string]bool{}
+	for i, p := range a.Policies {
+		path := root.Index(i)
+		switch {
+		case p.Name == "":
+			errs = append(errs, field.Required(path.Child("name"), ""))
+		case seen[p.Name]:
+			errs = append(errs, field.Duplicate(path.Child("name"), p.Name))
+		}
+		seen[p.Name] = true
+		if p.Source.File == "" {
+			errs = append(errs, field.Required(path.Child("source", "file"), "a module file is needed"))
+		}
+		if p.Weight < 1 || p.Weight > maxWeight {
+			errs = append(errs, field.Invalid(path.Child("weight"), p.Weight, fmt.Sprintf("must be in 1..%d", maxWeight)))
+		}
+		if p.FailurePolicy != FailurePolicyFail && p.FailurePolicy != FailurePolicyIgnore {
+			errs = append(errs, field.NotSupported(path.Child("failurePolicy"), p.FailurePolicy, []FailurePolicy{FailurePolicyFail, FailurePolicyIgnore}))
+		}
+		if p.Timeout != nil && (p.Timeout.Duration < time.Millisecond || p.Timeout.Duration > time.Minute) {
+			errs = append(errs, field.Invalid(path.Child("timeout"), p.Timeout.Duration.String(), "must be between 1ms and 1m"))
+		}
+		if p.MemoryLimit != nil {
+			if v := p.MemoryLimit.Value(); v < engine.MinMemoryLimit || v > 4<<30 {
+				errs = append(errs, field.Invalid(path.Child("memoryLimit"), p.MemoryLimit.String(), "must be between 8Mi and 4Gi"))
+			}
+		}
+		if p.MaxInstances < 0 || p.MaxInstances > 256 {
+			errs = append(errs, field.Invalid(path.Child("maxInstances"), p.MaxInstances, "must be in 0..256 (0: twice GOMAXPROCS)"))
+		}
+		if len(p.Settings) > 0 && !json.Valid(p.Settings) {
+			errs = append(errs, field.Invalid(path.Child("settings"), string(p.Settings), "must be valid JSON"))
+		}
+	}
+	return errs
+}
+
+// engineConfig turns the arguments into the sandbox configuration.
+func (p *PolicyArgs) engineConfig() engine.Config {
+	return engine.Config{
+		Name:        p.Name,
+		CallTimeout: p.Timeout.Duration,
+		MemoryLimit: uint64(p.MemoryLimit.Value()),
+	}
+}
+
+// DeepCopyObject implements runtime.Object.
+func (a *Args) DeepCopyObject() runtime.Object { return a.DeepCopy() }
+
+// DeepCopy copies the arguments.
+func (a *Args) DeepCopy() *Args {
+	out := &Args{TypeMeta: a.TypeMeta, Policies: make([]PolicyArgs, len(a.Policies))}
+	for i, p := range a.Policies {
+		c := p
+		if p.Timeout != nil {
+			t := *p.Timeout
+			c.Timeout = &t
+		}
+		if p.MemoryLimit != nil {
+			q := p.MemoryLimit.DeepCopy()
+			c.MemoryLimit = &q
+		}
+		c.Settings = append(json.RawMessage(nil), p.Settings...)
+		out.Policies[i] = c
+	}
+	return out
+}

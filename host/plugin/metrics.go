@@ -1,0 +1,52 @@
+package plugin
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+const subsystem = "wasmsched"
+
+var (
+	callsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "policy_calls_total",
+		Help:           "Calls into WASM policies, by policy, extension point and result (success, rejected, error, skipped).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"policy", "point", "result"})
+	errorsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "policy_errors_total",
+		Help:           "Failed calls into WASM policies, by policy, extension point and kind (trap, timeout, memory, invalid, ...).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"policy", "point", "kind"})
+	callDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Subsystem:      subsystem,
+		Name:           "policy_call_duration_seconds",
+		Help:           "Latency of calls into WASM policies, by policy and extension point (Filter and Score per node).",
+		Buckets:        metrics.ExponentialBuckets(0.000001, 4, 12),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"policy", "point"})
+	activeVersion = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      subsystem,
+		Name:           "policy_active_version",
+		Help:           "1 for the module digest (sha256) each policy currently runs.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"policy", "digest"})
+	instancesGauge = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      subsystem,
+		Name:           "policy_instances",
+		Help:           "Live WASM instances per policy.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"policy"})
+
+	registerOnce sync.Once
+)
+
+func registerMetrics() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(callsTotal, errorsTotal, callDuration, activeVersion, instancesGauge)
+	})
+}

@@ -1,0 +1,667 @@
+// Package plugin is the WasmPolicy scheduler plugin: the bridge between the
+// kube-scheduler framework and WASM policies. It registers at every
+// extension point, pins the policy versions a pod's scheduling cycle starts
+// with for the whole cycle (binding included), composes several policies
+// (Filter passes only if all pass, Score is the weighted sum, Permit allows
+// only if all allow) and applies each policy's failurePolicy.
+//
+// It must never let a policy failure crash or stall the scheduler: every
+// error from a policy becomes a status on the pod concerned.
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+	"github.com/wasmsched/wasmsched/host/convert"
+	"github.com/wasmsched/wasmsched/host/engine"
+	"github.com/wasmsched/wasmsched/host/policy"
+)
+
+// Name is the plugin's name in scheduler configurations.
+const Name = "WasmPolicy"
+
+// maxPermitWait bounds how long a pod may wait at Permit.
+const maxPermitWait = 15 * time.Minute
+
+// Plugin is the WasmPolicy plugin. One exists per scheduler profile that
+// enables it.
+type Plugin struct {
+	handle fwk.Handle
+	slots  []*Slot
+}
+
+var (
+	_ fwk.PreFilterPlugin   = &Plugin{}
+	_ fwk.FilterPlugin      = &Plugin{}
+	_ fwk.PostFilterPlugin  = &Plugin{}
+	_ fwk.PreScorePlugin    = &Plugin{}
+	_ fwk.ScorePlugin       = &Plugin{}
+	_ fwk.ReservePlugin     = &Plugin{}
+	_ fwk.PermitPlugin      = &Plugin{}
+	_ fwk.PreBindPlugin     = &Plugin{}
+	_ fwk.PostBindPlugin    = &Plugin{}
+	_ fwk.EnqueueExtensions = &Plugin{}
+	_ fwk.ScoreExtensions   = &Plugin{}
+)
+
+// Slot is one configured policy and the version it currently runs. The
+// version can be swapped at any time (hot reload); a cycle keeps the
+// version it started with.
+type Slot struct {
+	Args    PolicyArgs
+	current atomic.Pointer[policy.Policy]
+	metrics map[abiv1.Point]*pointMetrics
+}
+
+// Current returns the version the slot runs now.
+func (s *Slot) Current() *policy.Policy { return s.current.Load() }
+
+// Swap installs a new version and returns the previous one.
+func (s *Slot) Swap(p *policy.Policy) *policy.Policy {
+	old := s.current.Swap(p)
+	if old != nil {
+		activeVersion.DeleteLabelValues(s.Args.Name, old.Digest())
+	}
+	activeVersion.WithLabelValues(s.Args.Name, p.Digest()).Set(1)
+	return old
+}
+
+// New is the plugin factory registered with the scheduler.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args, err := DecodeArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	registerMetrics()
+	logger := klog.FromContext(ctx).WithName(Name)
+	pl := &Plugin{handle: h}
+	for _, pa := range args.Policies {
+		slot := &Slot{Args: pa, metrics: newPointMetrics(pa.Name)}
+		wasm, err := os.ReadFile(pa.Source.File)
+		if err != nil {
+			pl.close()
+			return nil, fmt.Errorf("policy %s: read module: %w", pa.Name, err)
+		}
+		p, err := loadVersion(ctx, logger, pa, wasm)
+		if err != nil {
+			pl.close()
+			return nil, err
+		}
+		slot.Swap(p)
+		pl.slots = append(pl.slots, slot)
+	}
+	return pl, nil
+}
+
+// loadVersion compiles, validates and starts a policy version.
+func loadVersion(ctx context.Context, logger klog.Logger, pa PolicyArgs, wasm []byte) (*policy.Policy, error) {
+	start := time.Now()
+	cfg := pa.engineConfig()
+	name := pa.Name
+	cfg.Log = func(level int32, msg string) {
+		switch {
+		case level >= 8:
+			logger.Error(nil, msg, "policy", name)
+		case level >= 4:
+			logger.V(4).Info(msg, "policy", name)
+		default:
+			logger.Info(msg, "policy", name)
+		}
+	}
+	p, err := policy.Load(ctx, policy.Options{Name: name, Wasm: wasm, Settings: pa.Settings, Engine: cfg, MaxInstances: pa.MaxInstances})
+	if err != nil {
+		logger.Error(err, "Policy rejected", "policy", name)
+		return nil, err
+	}
+	logger.Info("Policy loaded", "policy", name, "digest", p.Digest(), "points", pointList(p), "wantsPods", p.Info().WantsPods,
+		"wantsAllNodes", p.Info().WantsAllNodes, "duration", time.Since(start))
+	return p, nil
+}
+
+func pointList(p *policy.Policy) string {
+	var out []string
+	for pt := abiv1.Point_POINT_PRE_FILTER; pt <= abiv1.Point_POINT_POST_BIND; pt++ {
+		if p.Implements(pt) {
+			out = append(out, engine.PointName(pt))
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+func (pl *Plugin) close() {
+	for _, s := range pl.slots {
+		if p := s.Current(); p != nil {
+			_ = p.Close(context.Background())
+		}
+	}
+}
+
+// Slots returns the configured policies, in order.
+func (pl *Plugin) Slots() []*Slot { return pl.slots }
+
+// Name implements fwk.Plugin.
+func (pl *Plugin) Name() string { return Name }
+
+// stateKey is where a cycle's state lives in CycleState.
+const stateKey fwk.StateKey = Name
+
+// cycleState is what a scheduling cycle pins: the cycle, the policy
+// versions, and what each policy decided along the way. Binding reads the
+// same state, so a pod is judged by one version of each policy throughout.
+type cycleState struct {
+	cycle    *policy.Cycle
+	entries  []*entry
+	scoreIdx map[string]int // node name -> index into entry.scores
+}
+
+type entry struct {
+	slot    *Slot
+	version *policy.Policy
+	// ignored: the policy failed with failurePolicy Ignore and is skipped
+	// for the rest of the cycle.
+	ignored atomic.Bool
+	// skipFilter: PreFilter returned Skip.
+	skipFilter bool
+	scores     []int64
+}
+
+// Clone implements fwk.StateData. The state is shared by clones: it is
+// immutable after PreFilter except for per-node score slots written at
+// distinct indices and the ignored flags.
+func (s *cycleState) Clone() fwk.StateData { return s }
+
+func getState(cs fwk.CycleState) (*cycleState, error) {
+	d, err := cs.Read(stateKey)
+	if err != nil {
+		return nil, fmt.Errorf("%s: no cycle state (PreFilter did not run): %w", Name, err)
+	}
+	return d.(*cycleState), nil
+}
+
+func (e *entry) implements(pt abiv1.Point) bool {
+	return !e.ignored.Load() && e.version.Implements(pt)
+}
+
+// failed applies the failure policy to a call error. It returns the status
+// to report, or nil when the policy is to be ignored.
+func (pl *Plugin) failed(ctx context.Context, e *entry, pt abiv1.Point, err error) *fwk.Status {
+	m := e.slot.metrics[pt]
+	kind := "error"
+	var ce *engine.CallError
+	if errors.As(err, &ce) {
+		kind = string(ce.Kind)
+	}
+	errorsTotal.WithLabelValues(e.slot.Args.Name, engine.PointName(pt), kind).Inc()
+	klog.FromContext(ctx).Error(err, "Policy call failed", "policy", e.slot.Args.Name, "digest", e.version.Digest(), "point", engine.PointName(pt), "kind", kind, "failurePolicy", e.slot.Args.FailurePolicy)
+	if e.slot.Args.FailurePolicy == FailurePolicyIgnore {
+		e.ignored.Store(true)
+		m.skipped.Inc()
+		return nil
+	}
+	m.errors.Inc()
+	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: policy failed (failurePolicy Fail): %v", e.slot.Args.Name, err))
+}
+
+// toStatus converts a guest verdict.
+func toStatus(s policy.Status) *fwk.Status {
+	switch s.Code {
+	case abiv1.Code_CODE_SUCCESS:
+		return nil
+	case abiv1.Code_CODE_UNSCHEDULABLE:
+		return fwk.NewStatus(fwk.Unschedulable, s.Reasons...)
+	case abiv1.Code_CODE_UNSCHEDULABLE_AND_UNRESOLVABLE:
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, s.Reasons...)
+	case abiv1.Code_CODE_WAIT:
+		return fwk.NewStatus(fwk.Wait, s.Reasons...)
+	case abiv1.Code_CODE_SKIP:
+		return fwk.NewStatus(fwk.Skip, s.Reasons...)
+	case abiv1.Code_CODE_PENDING:
+		return fwk.NewStatus(fwk.Pending, s.Reasons...)
+	}
+	return fwk.NewStatus(fwk.Error, s.Reasons...)
+}
+
+// PreFilter pins the policy versions for the cycle, starts the cycle in
+// each policy (which runs the guests' PreFilter) and merges their node
+// restrictions.
+func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	st := &cycleState{cycle: policy.NewCycle(pod, nodes)}
+	for _, s := range pl.slots {
+		st.entries = append(st.entries, &entry{slot: s, version: s.Current()})
+	}
+	cs.Write(stateKey, st)
+
+	var (
+		restricted sets.Set[string]
+		anyFilter  bool
+	)
+	for _, e := range st.entries {
+		needsCycle := e.version.Implements(abiv1.Point_POINT_PRE_FILTER) || e.version.Info().WantsAllNodes
+		if !needsCycle {
+			anyFilter = anyFilter || e.version.Implements(abiv1.Point_POINT_FILTER)
+			continue
+		}
+		res, err := timed(e, abiv1.Point_POINT_PRE_FILTER, func() (policy.PreFilterResult, error) { return e.version.PreFilter(ctx, st.cycle) })
+		if err != nil {
+			if s := pl.failed(ctx, e, abiv1.Point_POINT_PRE_FILTER, err); s != nil {
+				return nil, s.WithPlugin(Name)
+			}
+			continue
+		}
+		switch res.Status.Code {
+		case abiv1.Code_CODE_SUCCESS:
+		case abiv1.Code_CODE_SKIP:
+			e.skipFilter = true
+			continue
+		default:
+			return nil, toStatus(res.Status).WithPlugin(Name)
+		}
+		anyFilter = anyFilter || e.version.Implements(abiv1.Point_POINT_FILTER)
+		if res.Restricted {
+			set := sets.New(res.NodeNames...)
+			if restricted == nil {
+				restricted = set
+			} else {
+				restricted = restricted.Intersection(set)
+			}
+		}
+	}
+	if !anyFilter && restricted == nil {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	if restricted != nil {
+		return &fwk.PreFilterResult{NodeNames: restricted}, nil
+	}
+	return nil, nil
+}
+
+// PreFilterExtensions implements fwk.PreFilterPlugin.
+func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Filter passes a node only if every policy passes it, in order.
+func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	st, err := getState(cs)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	for _, e := range st.entries {
+		if e.skipFilter || !e.implements(abiv1.Point_POINT_FILTER) {
+			continue
+		}
+		s, err := timed(e, abiv1.Point_POINT_FILTER, func() (policy.Status, error) { return e.version.Filter(ctx, st.cycle, ni) })
+		if err != nil {
+			if fs := pl.failed(ctx, e, abiv1.Point_POINT_FILTER, err); fs != nil {
+				return fs
+			}
+			continue
+		}
+		if !s.IsSuccess() {
+			return toStatus(s)
+		}
+	}
+	return nil
+}
+
+// PostFilter gives policies that export it a say when no node fits; the
+// first nomination wins.
+func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	st, err := getState(cs)
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	var statuses []policy.NodeStatus
+	collected := false
+	for _, e := range st.entries {
+		if !e.implements(abiv1.Point_POINT_POST_FILTER) {
+			continue
+		}
+		if !collected {
+			collected = true
+			all, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
+			if err != nil {
+				return nil, fwk.AsStatus(err)
+			}
+			for _, ni := range all {
+				s := m.Get(ni.Node().Name)
+				ps := policy.Status{Code: abiv1.Code_CODE_UNSCHEDULABLE, Reasons: s.Reasons()}
+				if s.Code() == fwk.UnschedulableAndUnresolvable {
+					ps.Code = abiv1.Code_CODE_UNSCHEDULABLE_AND_UNRESOLVABLE
+				}
+				statuses = append(statuses, policy.NodeStatus{Node: ni, Status: ps})
+			}
+		}
+		nominated, s, err := e.version.PostFilter(ctx, st.cycle, statuses)
+		if err != nil {
+			if fs := pl.failed(ctx, e, abiv1.Point_POINT_POST_FILTER, err); fs != nil {
+				return nil, fs
+			}
+			continue
+		}
+		if nominated != "" && s.IsSuccess() {
+			return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: nominated, NominatingMode: fwk.ModeOverride}}, nil
+		}
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable)
+}
+
+// PreScore skips scoring when no policy scores.
+func (pl *Plugin) PreScore(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	st, err := getState(cs)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	any := false
+	for _, e := range st.entries {
+		if e.implements(abiv1.Point_POINT_SCORE) {
+			any = true
+			e.scores = make([]int64, len(nodes))
+		}
+	}
+	if !any {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	st.scoreIdx = make(map[string]int, len(nodes))
+	for i, ni := range nodes {
+		st.scoreIdx[ni.Node().Name] = i
+	}
+	return nil
+}
+
+// Score records each scoring policy's raw score for the node; the combined
+// score is computed in NormalizeScore.
+func (pl *Plugin) Score(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+	st, err := getState(cs)
+	if err != nil {
+		return 0, fwk.AsStatus(err)
+	}
+	i, ok := st.scoreIdx[ni.Node().Name]
+	if !ok {
+		return 0, fwk.AsStatus(fmt.Errorf("%s: node %s was not passed to PreScore", Name, ni.Node().Name))
+	}
+	for _, e := range st.entries {
+		if e.scores == nil || !e.implements(abiv1.Point_POINT_SCORE) {
+			continue
+		}
+		type result struct {
+			v int64
+			s policy.Status
+		}
+		r, err := timed(e, abiv1.Point_POINT_SCORE, func() (result, error) {
+			v, s, err := e.version.Score(ctx, st.cycle, ni)
+			return result{v, s}, err
+		})
+		if err == nil && !r.s.IsSuccess() {
+			err = &engine.CallError{Policy: e.slot.Args.Name, Version: e.version.Version(), Call: "score", Kind: engine.KindRejected,
+				Err: fmt.Errorf("%s %v", policy.CodeName(r.s.Code), r.s.Reasons)}
+		}
+		if err != nil {
+			if fs := pl.failed(ctx, e, abiv1.Point_POINT_SCORE, err); fs != nil {
+				return 0, fwk.AsStatus(errors.New(fs.Message()))
+			}
+			continue
+		}
+		e.scores[i] = r.v
+	}
+	return 0, nil
+}
+
+// ScoreExtensions implements fwk.ScorePlugin.
+func (pl *Plugin) ScoreExtensions() fwk.ScoreExtensions { return pl }
+
+// NormalizeScore normalises each policy's scores (through the guest when it
+// exports NormalizeScore) and combines them: the weighted mean, in 0..100.
+func (pl *Plugin) NormalizeScore(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
+	st, err := getState(cs)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	totals := make([]int64, len(scores))
+	var weights int64
+	for _, e := range st.entries {
+		if e.scores == nil || !e.implements(abiv1.Point_POINT_SCORE) {
+			continue
+		}
+		ps := make([]policy.NodeScore, len(scores))
+		infos := make([]fwk.NodeInfo, len(scores))
+		for k, ns := range scores {
+			ps[k] = policy.NodeScore{Name: ns.Name, Score: e.scores[st.scoreIdx[ns.Name]]}
+			if e.version.Implements(abiv1.Point_POINT_NORMALIZE_SCORE) {
+				ni, err := pl.handle.SnapshotSharedLister().NodeInfos().Get(ns.Name)
+				if err != nil {
+					return fwk.AsStatus(err)
+				}
+				infos[k] = ni
+			}
+		}
+		if e.version.Implements(abiv1.Point_POINT_NORMALIZE_SCORE) {
+			s, err := timed(e, abiv1.Point_POINT_NORMALIZE_SCORE, func() (policy.Status, error) {
+				return e.version.NormalizeScore(ctx, st.cycle, infos, ps)
+			})
+			if err == nil && !s.IsSuccess() {
+				err = fmt.Errorf("%s: normalize_score: %s %v", e.slot.Args.Name, policy.CodeName(s.Code), s.Reasons)
+			}
+			if err != nil {
+				if fs := pl.failed(ctx, e, abiv1.Point_POINT_NORMALIZE_SCORE, err); fs != nil {
+					return fwk.AsStatus(errors.New(fs.Message()))
+				}
+				continue
+			}
+		}
+		for k, s := range ps {
+			if s.Score < fwk.MinNodeScore || s.Score > fwk.MaxNodeScore {
+				err := fmt.Errorf("%s: score %d for node %s is outside %d..%d", e.slot.Args.Name, s.Score, s.Name, fwk.MinNodeScore, fwk.MaxNodeScore)
+				if fs := pl.failed(ctx, e, abiv1.Point_POINT_SCORE, err); fs != nil {
+					return fwk.AsStatus(errors.New(fs.Message()))
+				}
+				break
+			}
+			totals[k] += e.slot.Args.Weight * s.Score
+		}
+		weights += e.slot.Args.Weight
+	}
+	for k := range scores {
+		if weights > 0 {
+			scores[k].Score = totals[k] / weights
+		} else {
+			scores[k].Score = 0
+		}
+	}
+	return nil
+}
+
+// Reserve tells policies that export it which node the pod got.
+func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	return pl.nodeCall(ctx, cs, abiv1.Point_POINT_RESERVE, nodeName)
+}
+
+// Unreserve tells policies the reservation was undone; they may reject
+// other pods waiting at Permit (a gang releasing its members).
+func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) {
+	st, err := getState(cs)
+	if err != nil {
+		return
+	}
+	for _, e := range st.entries {
+		if !e.implements(abiv1.Point_POINT_UNRESERVE) {
+			continue
+		}
+		ni, err := pl.nodeInfo(nodeName, pod)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Unreserve: node not found", "policy", e.slot.Args.Name, "node", nodeName)
+			continue
+		}
+		_, acts, err := e.version.NodeCall(ctx, abiv1.Point_POINT_UNRESERVE, st.cycle, ni, pl.waiting())
+		if err != nil {
+			pl.failed(ctx, e, abiv1.Point_POINT_UNRESERVE, err)
+			continue
+		}
+		pl.apply(ctx, e, acts)
+	}
+}
+
+// Permit allows the pod only if every policy allows it; a Wait from any
+// policy parks it for the longest timeout asked.
+func (pl *Plugin) Permit(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.Status, time.Duration) {
+	st, err := getState(cs)
+	if err != nil {
+		return fwk.AsStatus(err), 0
+	}
+	var (
+		wait    time.Duration
+		reasons []string
+	)
+	for _, e := range st.entries {
+		if !e.implements(abiv1.Point_POINT_PERMIT) {
+			continue
+		}
+		ni, err := pl.nodeInfo(nodeName, pod)
+		if err != nil {
+			return fwk.AsStatus(err), 0
+		}
+		res, err := timed(e, abiv1.Point_POINT_PERMIT, func() (policy.PermitResult, error) {
+			return e.version.Permit(ctx, st.cycle, ni, pl.waiting())
+		})
+		if err != nil {
+			if fs := pl.failed(ctx, e, abiv1.Point_POINT_PERMIT, err); fs != nil {
+				return fs, 0
+			}
+			continue
+		}
+		pl.apply(ctx, e, res.Actions)
+		switch res.Status.Code {
+		case abiv1.Code_CODE_SUCCESS:
+		case abiv1.Code_CODE_WAIT:
+			t := res.Timeout
+			if t <= 0 || t > maxPermitWait {
+				t = maxPermitWait
+			}
+			wait = max(wait, t)
+			reasons = append(reasons, res.Status.Reasons...)
+		default:
+			return toStatus(res.Status), 0
+		}
+	}
+	if wait > 0 {
+		return fwk.NewStatus(fwk.Wait, reasons...), wait
+	}
+	return nil, 0
+}
+
+// apply carries out a policy's verdicts on waiting pods.
+func (pl *Plugin) apply(ctx context.Context, e *entry, acts []*abiv1.WaitingPodAction) {
+	for _, a := range acts {
+		wp := pl.handle.GetWaitingPod(typesUID(a.Uid))
+		if wp == nil {
+			continue
+		}
+		if a.Allow {
+			wp.Allow(Name)
+		} else {
+			reason := a.Reason
+			if reason == "" {
+				reason = e.slot.Args.Name + ": rejected while waiting"
+			}
+			wp.Reject(Name, reason)
+		}
+	}
+}
+
+// waiting lists the pods waiting at Permit in this profile.
+func (pl *Plugin) waiting() []*abiv1.WaitingPod {
+	var out []*abiv1.WaitingPod
+	var mu sync.Mutex
+	pl.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+		p := wp.GetPod()
+		mu.Lock()
+		out = append(out, convert.WaitingPod(p, p.Spec.NodeName))
+		mu.Unlock()
+	})
+	return out
+}
+
+// PreBindPreFlight skips PreBind when no policy exports it.
+func (pl *Plugin) PreBindPreFlight(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	st, err := getState(cs)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	for _, e := range st.entries {
+		if e.implements(abiv1.Point_POINT_PRE_BIND) {
+			return nil
+		}
+	}
+	return fwk.NewStatus(fwk.Skip)
+}
+
+// PreBind runs policies' PreBind; a rejection aborts the binding.
+func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	return pl.nodeCall(ctx, cs, abiv1.Point_POINT_PRE_BIND, nodeName)
+}
+
+// PostBind informs policies of a binding.
+func (pl *Plugin) PostBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) {
+	_ = pl.nodeCall(ctx, cs, abiv1.Point_POINT_POST_BIND, nodeName)
+}
+
+func (pl *Plugin) nodeCall(ctx context.Context, cs fwk.CycleState, pt abiv1.Point, nodeName string) *fwk.Status {
+	st, err := getState(cs)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	for _, e := range st.entries {
+		if !e.implements(pt) {
+			continue
+		}
+		ni, err := pl.nodeInfo(nodeName, st.cycle.Pod)
+		if err != nil {
+			return fwk.AsStatus(err)
+		}
+		s, err := timed(e, pt, func() (policy.Status, error) {
+			s, _, err := e.version.NodeCall(ctx, pt, st.cycle, ni, nil)
+			return s, err
+		})
+		if err != nil {
+			if fs := pl.failed(ctx, e, pt, err); fs != nil {
+				return fs
+			}
+			continue
+		}
+		if !s.IsSuccess() {
+			return toStatus(s)
+		}
+	}
+	return nil
+}
+
+// nodeInfo finds a node in the current snapshot.
+func (pl *Plugin) nodeInfo(name string, pod *v1.Pod) (fwk.NodeInfo, error) {
+	ni, err := pl.handle.SnapshotSharedLister().NodeInfos().Get(name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: node %s for pod %s/%s: %w", Name, name, pod.Namespace, pod.Name, err)
+	}
+	return ni, nil
+}
+
+// EventsToRegister requeues pods rejected by a policy when something that
+// can change a policy's verdict happens: a node appears or changes, a pod
+// is deleted (freeing resources) or added (a gang member arrives).
+func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.Update}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add | fwk.Delete | fwk.Update}},
+	}, nil
+}
