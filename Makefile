@@ -16,9 +16,15 @@ TEST_TIMEOUT  ?= 30m
 
 all: build examples
 
-## build: bin/wasmsched
+## build: bin/wasmsched and bin/kube-scheduler
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/wasmsched ./cmd/wasmsched
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kube-scheduler ./cmd/kube-scheduler
+
+## run: embedded control plane + scheduler with the example policies, demo pods placed
+run: examples
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/wasmsched ./cmd/wasmsched
+	$(BIN)/wasmsched up --demo --policies $(BIN)/policies
 
 ## examples: every examples/<name> to bin/policies/<name>.wasm
 examples: $(addprefix $(BIN)/policies/,$(addsuffix .wasm,$(EXAMPLES)))

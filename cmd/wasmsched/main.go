@@ -13,6 +13,7 @@ const usage = `wasmsched: run and manage WebAssembly scheduling policies
 
 Usage:
   wasmsched eval --policy P.wasm [--config settings.json] [--weight N] ... --pod pod.yaml --nodes nodes.yaml [--pods pods.yaml] [-o table|json]
+  wasmsched up [--demo [--exit]] [--policies DIR] [--config FILE] [--dir DIR]
   wasmsched version
 
 Run "wasmsched <command> -h" for a command's flags.
@@ -33,6 +34,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "eval":
 		err = runEval(args[1:], stdout, stderr)
+	case "up":
+		err = runUp(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, versionString())
 	case "-h", "--help", "help":

@@ -19,7 +19,9 @@
 // looping or calling, so every runaway is caught.
 //
 // The package only parses as much of the binary format as the rewrite needs
-// and leaves full validation to wazero, which compiles the result.
+// and leaves full validation to wazero, which compiles the result. It does
+// check every vector length and the number of locals, because wazero trusts
+// them (see checkCounts).
 package interrupt
 
 import (
@@ -31,11 +33,18 @@ import (
 const ExportName = "wasmsched_interrupt"
 
 const (
-	secCustom = 0
-	secImport = 2
-	secGlobal = 6
-	secExport = 7
-	secCode   = 10
+	secCustom   = 0
+	secType     = 1
+	secImport   = 2
+	secFunction = 3
+	secTable    = 4
+	secMemory   = 5
+	secGlobal   = 6
+	secExport   = 7
+	secElement  = 9
+	secCode     = 10
+	secData     = 11
+	secTag      = 13
 
 	opLoop      = 0x03
 	opGlobalGet = 0x23
@@ -59,7 +68,12 @@ func Instrument(bin []byte) ([]byte, error) {
 	if bin[4] != 1 || bin[5] != 0 || bin[6] != 0 || bin[7] != 0 {
 		return nil, fmt.Errorf("unsupported WebAssembly binary version %d", bin[4])
 	}
-	var secs []section
+	var (
+		secs            []section
+		importedGlobals uint32
+		definedGlobals  uint32
+		locals          uint64
+	)
 	r := &reader{b: bin, pos: 8}
 	for r.pos < len(r.b) {
 		id := r.byte()
@@ -73,26 +87,26 @@ func Instrument(bin []byte) ([]byte, error) {
 				return nil, fmt.Errorf("unknown section id %d", id)
 			}
 		}
-		secs = append(secs, section{id: id, body: body})
-	}
-
-	importedGlobals := uint32(0)
-	definedGlobals := uint32(0)
-	for _, s := range secs {
-		switch s.id {
+		// Sections are checked in order, before the next is read, as
+		// wazero decodes them.
+		if err := checkCounts(id, body, &locals); err != nil {
+			return nil, fmt.Errorf("section %d: %w", id, err)
+		}
+		switch id {
 		case secImport:
-			n, err := countImportedGlobals(s.body)
+			n, err := countImportedGlobals(body)
 			if err != nil {
 				return nil, fmt.Errorf("import section: %w", err)
 			}
 			importedGlobals = n
 		case secGlobal:
-			r := &reader{b: s.body}
-			definedGlobals = r.u32()
+			r := &reader{b: body}
+			definedGlobals = r.count()
 			if r.err != nil {
 				return nil, fmt.Errorf("global section: %w", r.err)
 			}
 		}
+		secs = append(secs, section{id: id, body: body})
 	}
 	global := importedGlobals + definedGlobals
 	check := appendU32([]byte{opGlobalGet}, global)
@@ -186,7 +200,7 @@ func appendToVector(body, entry []byte) ([]byte, error) {
 
 func countImportedGlobals(body []byte) (uint32, error) {
 	r := &reader{b: body}
-	n := r.u32()
+	n := r.count()
 	globals := uint32(0)
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		r.name()
@@ -195,12 +209,12 @@ func countImportedGlobals(body []byte) (uint32, error) {
 		case 0x00: // func
 			r.u32()
 		case 0x01: // table
-			r.byte()
+			r.valType()
 			r.limits()
 		case 0x02: // memory
 			r.limits()
 		case 0x03: // global
-			r.byte()
+			r.valType()
 			r.byte()
 			globals++
 		case 0x04: // tag
@@ -224,6 +238,177 @@ func exportsName(body []byte, name string) bool {
 		r.u32()
 	}
 	return false
+}
+
+// Limits on locals, which the binary format run-length encodes: a function
+// of six bytes can declare 2^32-1 of them. Web engines allow 50000 locals a
+// function; a standard Go guest declares a few dozen.
+const (
+	maxFunctionLocals = 50000
+	maxModuleLocals   = 1 << 22
+)
+
+// checkCounts refuses a section that declares a vector longer than the rest
+// of the section could hold, or functions with more locals than
+// maxFunctionLocals (maxModuleLocals in all); locals accumulates the count
+// across code sections.
+//
+// wazero's decoder (v1.12) allocates the declared length of a vector before
+// it reads the entries, and reads past the end of a section (it compares
+// lengths afterwards). A 14-byte module declaring 2^28 exports made it
+// allocate 16 GB, and a Go program whose allocation fails aborts with
+// "fatal error: out of memory", which no recover catches: one bad module
+// took the whole scheduler down. Checked here, every vector wazero
+// allocates is bounded by the size of the module.
+func checkCounts(id byte, body []byte, locals *uint64) error {
+	r := &reader{b: body}
+	switch id {
+	case secCustom:
+		if r.name() == "name" {
+			r.nameSection()
+		}
+	case secType:
+		for n, i := r.count(), uint32(0); i < n && r.err == nil; i++ {
+			if r.pos < len(r.b) && r.b[r.pos] == 0x4e { // recursive type group
+				r.pos++
+				for m, j := r.count(), uint32(0); j < m && r.err == nil; j++ {
+					r.funcType()
+				}
+				continue
+			}
+			r.funcType()
+		}
+	case secFunction, secTable, secMemory, secTag:
+		r.count()
+	case secExport:
+		for n, i := r.count(), uint32(0); i < n && r.err == nil; i++ {
+			r.name()
+			r.byte()
+			r.u32()
+		}
+	case secElement:
+		for n, i := r.count(), uint32(0); i < n && r.err == nil; i++ {
+			r.elementSegment()
+		}
+	case secCode:
+		for n, i := r.count(), uint32(0); i < n && r.err == nil; i++ {
+			fn := &reader{b: r.bytes(int(r.u32()))}
+			if r.err != nil {
+				return nil // reported by instrumentCode
+			}
+			var sum uint64
+			for g, j := fn.count(), uint32(0); j < g && fn.err == nil; j++ {
+				sum += uint64(fn.u32())
+				fn.valType()
+			}
+			// A malformed body is reported by instrumentFunction.
+			*locals += sum
+			if sum > maxFunctionLocals {
+				return fmt.Errorf("function %d declares %d locals, more than %d", i, sum, maxFunctionLocals)
+			}
+			if *locals > maxModuleLocals {
+				return fmt.Errorf("the functions declare more than %d locals in all", maxModuleLocals)
+			}
+		}
+	case secData:
+		for n, i := r.count(), uint32(0); i < n && r.err == nil; i++ {
+			switch kind := r.u32(); kind {
+			case 0: // active
+				r.constExpr()
+			case 1: // passive
+			case 2: // active, with a memory index
+				r.u32()
+				r.constExpr()
+			default:
+				return fmt.Errorf("data segment %d: unknown kind %d", i, kind)
+			}
+			r.bytes(int(r.u32()))
+		}
+	}
+	return r.err
+}
+
+// funcType skips a function type, 0x60 and its parameter and result types.
+func (r *reader) funcType() {
+	if form := r.byte(); r.err == nil && form != 0x60 {
+		r.err = fmt.Errorf("unknown type form %#x", form)
+	}
+	for range 2 {
+		for n, i := r.count(), uint32(0); i < n && r.err == nil; i++ {
+			r.valType()
+		}
+	}
+}
+
+// elementSegment skips one element segment, in any of its eight encodings.
+func (r *reader) elementSegment() {
+	funcIndices := func() {
+		for n, i := r.count(), uint32(0); i < n && r.err == nil; i++ {
+			r.u32()
+		}
+	}
+	exprs := func() {
+		for n, i := r.count(), uint32(0); i < n && r.err == nil; i++ {
+			r.constExpr()
+		}
+	}
+	switch kind := r.u32(); kind {
+	case 0: // active, table 0, function indices
+		r.constExpr()
+		funcIndices()
+	case 1, 3: // passive or declarative, function indices
+		r.byte()
+		funcIndices()
+	case 2: // active, function indices
+		r.u32()
+		r.constExpr()
+		r.byte()
+		funcIndices()
+	case 4: // active, table 0, expressions
+		r.constExpr()
+		exprs()
+	case 5, 7: // passive or declarative, expressions
+		r.valType()
+		exprs()
+	case 6: // active, expressions
+		r.u32()
+		r.constExpr()
+		r.valType()
+		exprs()
+	default:
+		if r.err == nil {
+			r.err = fmt.Errorf("unknown element segment kind %d", kind)
+		}
+	}
+}
+
+// nameSection skips the subsections of the "name" custom section that
+// wazero decodes (module, function and local names) as wazero reads them:
+// from where the previous one ended, whatever their declared size.
+func (r *reader) nameSection() {
+	nameMap := func() {
+		for n, i := r.count(), uint32(0); i < n && r.err == nil; i++ {
+			r.u32()
+			r.name()
+		}
+	}
+	for r.pos < len(r.b) && r.err == nil {
+		id := r.byte()
+		size := r.u32()
+		switch id {
+		case 0:
+			r.name()
+		case 1:
+			nameMap()
+		case 2:
+			for n, i := r.count(), uint32(0); i < n && r.err == nil; i++ {
+				r.u32()
+				nameMap()
+			}
+		default:
+			r.bytes(int(size))
+		}
+	}
 }
 
 func instrumentCode(body, check []byte) ([]byte, error) {
@@ -254,9 +439,9 @@ func instrumentCode(body, check []byte) ([]byte, error) {
 func instrumentFunction(out, code, check []byte) ([]byte, error) {
 	r := &reader{b: code}
 	groups := r.u32()
-	for i := uint32(0); i < groups; i++ {
+	for i := uint32(0); i < groups && r.err == nil; i++ {
 		r.u32()
-		r.byte()
+		r.valType()
 	}
 	if r.err != nil {
 		return nil, fmt.Errorf("locals: %w", r.err)
@@ -300,7 +485,7 @@ func skipImmediates(r *reader, op byte) error {
 	case op == 0x1c: // select t*
 		n := r.u32()
 		for i := uint32(0); i < n && r.err == nil; i++ {
-			r.byte()
+			r.valType()
 		}
 	case op >= 0x20 && op <= 0x26: // local.*, global.*, table.get/set
 		r.u32()
@@ -318,7 +503,7 @@ func skipImmediates(r *reader, op byte) error {
 	case op == 0x44:
 		r.bytes(8)
 	case op == 0xd0: // ref.null
-		r.byte()
+		r.s64() // heap type
 	case op == 0xd2: // ref.func
 		r.u32()
 	case op == 0xfc:
@@ -460,12 +645,51 @@ func (r *reader) limits() {
 // blockType skips a block type: 0x40, a value type, or an s33 type index.
 func (r *reader) blockType() {
 	if r.pos < len(r.b) {
-		if c := r.b[r.pos]; c == 0x40 || (c >= 0x6f && c <= 0x7f) {
-			r.pos++
+		if c := r.b[r.pos]; c == 0x40 || (c >= 0x6f && c <= 0x7f) || c == refNull || c == ref {
+			r.valType()
 			return
 		}
 	}
 	r.s64()
+}
+
+// Prefixes of the reference types that name a heap type: (ref null ht) and
+// (ref ht). wazero decodes (ref null func) and (ref null extern) as funcref
+// and externref wherever a value type may appear.
+const (
+	refNull = 0x63
+	ref     = 0x64
+)
+
+// valType skips a value type: one byte, or a reference prefix and its s33
+// heap type.
+func (r *reader) valType() {
+	if c := r.byte(); c == refNull || c == ref {
+		r.s64()
+	}
+}
+
+// count reads the length of a vector and fails if the rest of the data
+// cannot hold that many entries of at least one byte each.
+func (r *reader) count() uint32 {
+	n := r.u32()
+	if left := len(r.b) - r.pos; r.err == nil && uint64(n) > uint64(left) {
+		r.err = fmt.Errorf("vector of %d entries cannot fit in the %d bytes left", n, left)
+	}
+	return n
+}
+
+// constExpr skips a constant expression, up to and including its end.
+func (r *reader) constExpr() {
+	for r.err == nil {
+		op := r.byte()
+		if op == 0x0b {
+			return
+		}
+		if err := skipImmediates(r, op); err != nil && r.err == nil {
+			r.err = fmt.Errorf("opcode %#x in a constant expression: %w", op, err)
+		}
+	}
 }
 
 func appendU32(b []byte, v uint32) []byte {

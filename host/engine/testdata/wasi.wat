@@ -1,0 +1,72 @@
+;; Tries to reach outside the sandbox through WASI. wasmsched_score(h) answers
+;; SUCCESS with a score that is, for h =
+;;   0: the errno of environ_sizes_get      1: the number of environment variables
+;;   2: the errno of args_sizes_get         3: the number of arguments
+;;   4: the errno of fd_prestat_get(3), the first preopened directory if any
+;;   5: the errno of path_open(3, "etc/passwd")
+;;   6: the errno of path_open(0 (stdin), "etc/passwd")
+;;   7: the errno of sock_accept(3)
+;;   8: the errno of path_open(3, "/etc/passwd"), an absolute path
+(module
+  (import "wasi_snapshot_preview1" "environ_sizes_get" (func $environ_sizes_get (param i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "args_sizes_get" (func $args_sizes_get (param i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_prestat_get" (func $fd_prestat_get (param i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "path_open"
+    (func $path_open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "sock_accept" (func $sock_accept (param i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  ;; PolicyInfo{code: SUCCESS, abi_version: 1, points: 1<<2 (filter)}
+  (data (i32.const 16) "\08\01\18\01\20\04")
+  ;; ptr<<32 | len of the last call's detail, 0 for none
+  (global $result (mut i64) (i64.const 0))
+  (data (i32.const 256) "/etc/passwd")
+  (data (i32.const 272) "etc/passwd")
+  (func (export "wasmsched_abi_version") (result i32)
+    (i32.const 1))
+  (func (export "wasmsched_buffer") (param $size i32) (result i32)
+    (i32.const 1024))
+  (func (export "wasmsched_result") (result i64)
+    (global.get $result))
+  (func (export "wasmsched_init") (param $len i32) (result i32)
+    (global.set $result (i64.const 0x0000001000000006))
+    (i32.const 1))
+  (func (export "wasmsched_sync") (param $len i32) (result i32)
+    (i32.const 1))
+  (func (export "wasmsched_cycle") (param $len i32) (result i32)
+    (i32.const 1))
+  (func (export "wasmsched_filter") (param $handle i32) (result i64)
+    (global.set $result (i64.const 0))
+    (i64.const 0x0000000100000000))
+  (func (export "wasmsched_score") (param $handle i32) (result i64)
+    (local $v i32)
+    ;; 0xffffffff is left in the counts, so a call that writes nothing shows.
+    (i64.store (i32.const 512) (i64.const -1))
+    (i64.store (i32.const 520) (i64.const -1))
+    (block $done
+      (block $8 (block $7 (block $6 (block $5 (block $4 (block $3 (block $2 (block $1 (block $0
+        (br_table $0 $1 $2 $3 $4 $5 $6 $7 $8 $done (local.get $handle)))
+        (local.set $v (call $environ_sizes_get (i32.const 512) (i32.const 516)))
+        (br $done))
+        (drop (call $environ_sizes_get (i32.const 512) (i32.const 516)))
+        (local.set $v (i32.load (i32.const 512)))
+        (br $done))
+        (local.set $v (call $args_sizes_get (i32.const 512) (i32.const 516)))
+        (br $done))
+        (drop (call $args_sizes_get (i32.const 512) (i32.const 516)))
+        (local.set $v (i32.load (i32.const 512)))
+        (br $done))
+        (local.set $v (call $fd_prestat_get (i32.const 3) (i32.const 512)))
+        (br $done))
+        (local.set $v (call $path_open (i32.const 3) (i32.const 0) (i32.const 272) (i32.const 10)
+          (i32.const 0) (i64.const -1) (i64.const -1) (i32.const 0) (i32.const 520)))
+        (br $done))
+        (local.set $v (call $path_open (i32.const 0) (i32.const 0) (i32.const 272) (i32.const 10)
+          (i32.const 0) (i64.const -1) (i64.const -1) (i32.const 0) (i32.const 520)))
+        (br $done))
+        (local.set $v (call $sock_accept (i32.const 3) (i32.const 0) (i32.const 520)))
+        (br $done))
+      (local.set $v (call $path_open (i32.const 3) (i32.const 0) (i32.const 256) (i32.const 11)
+        (i32.const 0) (i64.const -1) (i64.const -1) (i32.const 0) (i32.const 520))))
+    (i64.or (i64.const 0x100000000) (i64.extend_i32_u (local.get $v))))
+  (func (export "wasmsched_call") (param $point i32) (param $len i32) (result i32)
+    (i32.const 1)))
