@@ -182,6 +182,7 @@ func Compile(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 		switch {
 		case mod == "wasi_snapshot_preview1":
 		case mod == "wasmsched" && name == "log":
+		case mod == interrupt.ImportModule && name == interrupt.ImportName: // added by Instrument
 		default:
 			return fail("imports %s.%s, which the sandbox does not provide (allowed: wasi_snapshot_preview1.*, wasmsched.log)", mod, name)
 		}
@@ -205,7 +206,7 @@ func Compile(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 		return fail("instantiate WASI: %v", err)
 	}
 	logf := cfg.Log
-	_, err = r.NewHostModuleBuilder("wasmsched").
+	_, err = r.NewHostModuleBuilder(interrupt.ImportModule).
 		NewFunctionBuilder().
 		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
 			if logf == nil {
@@ -218,6 +219,9 @@ func Compile(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 			}
 		}), []api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, nil).
 		Export("log").
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(yield), nil, []api.ValueType{api.ValueTypeI32}).
+		Export(interrupt.ImportName).
 		Instantiate(ctx)
 	if err != nil {
 		return fail("instantiate host functions: %v", err)
@@ -291,8 +295,8 @@ func (m *Module) Close(ctx context.Context) error {
 	live := m.live
 	m.live = nil
 	m.mu.Unlock()
-	for in := range live {
-		watch.remove(in)
+	for range live {
+		watch.remove()
 	}
 	return m.runtime.Close(ctx)
 }

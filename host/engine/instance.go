@@ -13,7 +13,6 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
-	"github.com/wasmsched/wasmsched/host/interrupt"
 )
 
 // MaxMessage bounds any message a guest returns and any request the host
@@ -28,7 +27,7 @@ type Instance struct {
 	m      *Module
 	mod    api.Module
 	mem    api.Memory
-	flag   api.MutableGlobal
+	ctx    context.Context // carries the instance to the yield host function
 	stderr *tail
 
 	abiVersion, buffer, result, initFn, syncFn, cycle, filter, score, call api.Function
@@ -49,24 +48,28 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 		return nil, m.errorf("instantiate", KindClosed, errors.New("module is closed"))
 	}
 	in := &Instance{m: m, stderr: &tail{}}
+	in.ctx = context.WithValue(context.Background(), instanceKey{}, in)
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions(). // _initialize is called below, under a deadline
 		WithStderr(in.stderr).
 		WithSysWalltime().
 		WithSysNanotime()
-	mod, err := m.runtime.InstantiateModule(ctx, m.compiled, cfg)
+	// A start function runs inside InstantiateModule: give it the init
+	// deadline too.
+	watch.add()
+	in.deadline.Store(watch.now() + ticksFor(m.cfg.InitTimeout))
+	mod, err := m.runtime.InstantiateModule(in.ctx, m.compiled, cfg)
+	in.deadline.Store(0)
 	if err != nil {
+		watch.remove()
+		if in.expired.Load() {
+			return nil, m.errorf("instantiate", KindTimeout, fmt.Errorf("start function: deadline of %v exceeded", m.cfg.InitTimeout))
+		}
 		return nil, m.errorf("instantiate", KindTrap, err)
 	}
 	in.mod = mod
 	in.mem = mod.Memory()
-	g, ok := mod.ExportedGlobal(interrupt.ExportName).(api.MutableGlobal)
-	if !ok {
-		_ = mod.Close(ctx)
-		return nil, m.errorf("instantiate", KindInvalid, errors.New("interrupt global missing after instrumentation"))
-	}
-	in.flag = g
 	for _, f := range []struct {
 		dst  *api.Function
 		name string
@@ -82,12 +85,12 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
+		watch.remove()
 		_ = mod.Close(ctx)
 		return nil, m.errorf("instantiate", KindClosed, errors.New("module is closed"))
 	}
 	m.live[in] = struct{}{}
 	m.mu.Unlock()
-	watch.add(in)
 
 	if m.reactor {
 		if _, err := in.invoke("_initialize", mod.ExportedFunction("_initialize"), m.cfg.InitTimeout); err != nil {
@@ -122,13 +125,35 @@ func (in *Instance) MemoryBytes() uint32 { return in.mem.Size() }
 
 // Close releases the instance.
 func (in *Instance) Close(ctx context.Context) {
-	watch.remove(in)
 	in.m.mu.Lock()
-	if in.m.live != nil {
+	_, live := in.m.live[in]
+	if live {
 		delete(in.m.live, in)
 	}
 	in.m.mu.Unlock()
+	if live {
+		watch.remove()
+	}
 	_ = in.mod.Close(ctx)
+}
+
+// instanceKey finds the calling instance in the context of a host function.
+type instanceKey struct{}
+
+// yield is the host side of the instrumentation (package interrupt): the
+// guest calls it every interrupt.Budget loop iterations or function calls.
+// Being Go code, it is where the runtime can preempt a long call; it
+// answers 1 (trap) once the call has overrun its deadline.
+func yield(ctx context.Context, _ api.Module, stack []uint64) {
+	stack[0] = 0
+	in, _ := ctx.Value(instanceKey{}).(*Instance)
+	if in == nil {
+		return
+	}
+	if d := in.deadline.Load(); d != 0 && watch.now() >= d {
+		in.expired.Store(true)
+		stack[0] = 1
+	}
 }
 
 // invoke calls fn with the arguments in in.stack and returns the first
@@ -139,7 +164,7 @@ func (in *Instance) invoke(call string, fn api.Function, timeout time.Duration) 
 		return 0, in.m.errorf(call, KindBroken, errors.New("instance already failed"))
 	}
 	in.deadline.Store(watch.now() + ticksFor(timeout))
-	err := fn.CallWithStack(context.Background(), in.stack[:])
+	err := fn.CallWithStack(in.ctx, in.stack[:])
 	in.deadline.Store(0)
 	if err != nil {
 		in.broken = true
@@ -202,6 +227,7 @@ func Marshal(msg marshaler) []byte {
 func (in *Instance) code(call string, v uint64) (abiv1.Code, error) {
 	c := abiv1.Code(uint32(v))
 	if c < abiv1.Code_CODE_SUCCESS || c > abiv1.Code_CODE_PENDING {
+		in.broken = true
 		return abiv1.Code_CODE_INVALID, in.m.errorf(call, KindInvalid, fmt.Errorf("returned status code %d, which is not a valid code", uint32(v)))
 	}
 	return c, nil

@@ -6,41 +6,45 @@ import (
 	"time"
 )
 
-// tick is the watchdog's resolution: a call is interrupted between its
-// deadline and one tick later.
+// tick is the clock's resolution: a call is stopped between its deadline
+// and one tick (plus interrupt.Budget guest steps) later.
 const tick = 2 * time.Millisecond
 
-// watchdog interrupts calls that overrun their deadline. One goroutine
-// serves every instance of every module; a call only stores its deadline
-// (in ticks) and clears it afterwards, so the watchdog costs calls nothing
-// beyond two atomic stores.
+// watchdog is a coarse clock for deadlines: a goroutine advances a tick
+// counter while any instance exists. A call stores its deadline in ticks
+// and clears it afterwards (two atomic stores, no clock read); the yield
+// host function compares. The goroutine needs no CPU while a call runs:
+// if every P is busy in guest code, the yield calls let the runtime
+// preempt them.
 type watchdog struct {
 	ticks atomic.Int64
 
-	mu        sync.Mutex
-	instances map[*Instance]struct{}
-	started   bool
+	mu      sync.Mutex
+	users   int
+	running bool
 }
 
-var watch = &watchdog{instances: map[*Instance]struct{}{}}
+var watch = &watchdog{}
 
 func ticksFor(d time.Duration) int64 { return int64((d+tick-1)/tick) + 1 }
 
 func (w *watchdog) now() int64 { return w.ticks.Load() }
 
-func (w *watchdog) add(in *Instance) {
+// add registers a user (an instance) and starts the clock if needed.
+func (w *watchdog) add() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.instances[in] = struct{}{}
-	if !w.started {
-		w.started = true
+	w.users++
+	if !w.running {
+		w.running = true
 		go w.run()
 	}
 }
 
-func (w *watchdog) remove(in *Instance) {
+// remove unregisters a user; the clock stops with the last one.
+func (w *watchdog) remove() {
 	w.mu.Lock()
-	delete(w.instances, in)
+	w.users--
 	w.mu.Unlock()
 }
 
@@ -48,17 +52,11 @@ func (w *watchdog) run() {
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for range t.C {
-		now := w.ticks.Add(1)
+		w.ticks.Add(1)
 		w.mu.Lock()
-		for in := range w.instances {
-			if d := in.deadline.Load(); d != 0 && now >= d && !in.expired.Load() {
-				in.expired.Store(true)
-				in.flag.Set(1)
-			}
-		}
-		idle := len(w.instances) == 0
+		idle := w.users <= 0
 		if idle {
-			w.started = false
+			w.running = false
 		}
 		w.mu.Unlock()
 		if idle {
