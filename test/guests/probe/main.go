@@ -24,8 +24,10 @@ type settings struct {
 	RestrictTo []string `json:"restrictTo"`
 	// PreFilterReject: PreFilter rejects the pod with this reason.
 	PreFilterReject string `json:"preFilterReject"`
-	// Permit: "allow" (default), "wait" or "reject".
-	Permit string `json:"permit"`
+	// Permit: "allow" (default), "wait", "reject", or "gang": wait until
+	// GangSize pods (this one included) are waiting, then allow them all.
+	Permit   string `json:"permit"`
+	GangSize int    `json:"gangSize"`
 	// CountNodes: PreFilter counts resident nodes into the cycle state and
 	// Score returns that count.
 	CountNodes bool `json:"countNodes"`
@@ -157,6 +159,15 @@ func policy() *guest.Policy {
 			return guest.PermitResult{Status: guest.Status{Code: guest.Wait, Reasons: []string{"probe: waiting"}}, Timeout: 3 * time.Second}
 		case "reject":
 			return guest.PermitResult{Status: guest.Reject("probe: permit rejected on %s", n.Name())}
+		case "gang":
+			if len(waiting)+1 < s.GangSize {
+				return guest.PermitResult{Status: guest.Status{Code: guest.Wait, Reasons: []string{"probe: waiting for the gang"}}, Timeout: 30 * time.Second}
+			}
+			r := guest.PermitResult{Status: guest.OK()}
+			for _, w := range waiting {
+				r.Actions = append(r.Actions, guest.WaitingPodAction{UID: w.GetUid(), Allow: true})
+			}
+			return r
 		}
 		return guest.PermitResult{Status: guest.OK()}
 	}

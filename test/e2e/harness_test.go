@@ -1,0 +1,251 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"sigs.k8s.io/yaml"
+
+	"github.com/wasmsched/wasmsched/host/plugin"
+	"github.com/wasmsched/wasmsched/internal/controlplane"
+	"github.com/wasmsched/wasmsched/internal/testwasm"
+)
+
+func TestMain(m *testing.M) {
+	controlplane.QuietLogs()
+	dir, err := os.MkdirTemp("", "wasmsched-cache-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("WASMSCHED_CACHE_DIR", dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// policy is one WasmPolicy entry for a test's scheduler configuration.
+type policy struct {
+	Name          string
+	Package       string // built with testwasm, e.g. "examples/nodepin"
+	Settings      string
+	Weight        int
+	FailurePolicy string
+	Timeout       string
+}
+
+func (p policy) args(t *testing.T) map[string]any {
+	a := map[string]any{
+		"name":   p.Name,
+		"source": map[string]any{"file": testwasm.Path(t, p.Package)},
+	}
+	if p.Settings != "" {
+		a["settings"] = json.RawMessage(p.Settings)
+	}
+	if p.Weight != 0 {
+		a["weight"] = p.Weight
+	}
+	if p.FailurePolicy != "" {
+		a["failurePolicy"] = p.FailurePolicy
+	}
+	if p.Timeout != "" {
+		a["timeout"] = p.Timeout
+	}
+	return a
+}
+
+// cluster is a control plane and a scheduler for one test.
+type cluster struct {
+	t          *testing.T
+	cp         *controlplane.ControlPlane
+	client     kubernetes.Interface
+	kubeconfig string
+	config     string
+	sched      *controlplane.Scheduler
+}
+
+// schedulerConfig writes a configuration enabling WasmPolicy (at every
+// point, with a weight that makes its score dominate) in the default
+// profile.
+func schedulerConfig(t *testing.T, dir, kubeconfig string, policies []policy) string {
+	t.Helper()
+	var args []any
+	for _, p := range policies {
+		args = append(args, p.args(t))
+	}
+	cfg := map[string]any{
+		"apiVersion":       "kubescheduler.config.k8s.io/v1",
+		"kind":             "KubeSchedulerConfiguration",
+		"clientConnection": map[string]any{"kubeconfig": kubeconfig},
+		"leaderElection":   map[string]any{"leaderElect": false},
+		"profiles": []any{map[string]any{
+			"schedulerName": "default-scheduler",
+			"plugins":       map[string]any{"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": plugin.Name, "weight": 50}}}},
+			"pluginConfig":  []any{map[string]any{"name": plugin.Name, "args": map[string]any{"policies": args}}},
+		}},
+	}
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "scheduler.yaml")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// startCluster starts a control plane and, unless policies is nil, an
+// in-process scheduler with them.
+func startCluster(t *testing.T, policies []policy) *cluster {
+	t.Helper()
+	ctx := context.Background()
+	cp, err := controlplane.Start(ctx, controlplane.Options{TB: t})
+	if err != nil {
+		t.Fatalf("control plane: %v", err)
+	}
+	c := &cluster{t: t, cp: cp, client: cp.Client()}
+	dir := t.TempDir()
+	c.kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := cp.WriteKubeconfig(c.kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	if policies != nil {
+		restartScheduler(t, c, policies)
+	}
+	return c
+}
+
+// restartScheduler starts an in-process scheduler for c with policies.
+func restartScheduler(t *testing.T, c *cluster, policies []policy) {
+	t.Helper()
+	c.config = schedulerConfig(t, t.TempDir(), c.kubeconfig, policies)
+	s, err := controlplane.StartScheduler(context.Background(), controlplane.SchedulerOptions{
+		Kubeconfig:      c.kubeconfig,
+		ConfigFile:      c.config,
+		RegistryOptions: []app.Option{app.WithPlugin(plugin.Name, plugin.New)},
+	})
+	if err != nil {
+		t.Fatalf("scheduler: %v", err)
+	}
+	c.sched = s
+	t.Cleanup(s.Stop)
+}
+
+func (c *cluster) node(name string, labels map[string]string) *v1.Node {
+	c.t.Helper()
+	alloc := v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi"), v1.ResourcePods: resource.MustParse("110")}
+	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Status: v1.NodeStatus{Allocatable: alloc, Capacity: alloc}}
+	n, err := c.client.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{})
+	if err != nil {
+		c.t.Fatalf("create node %s: %v", name, err)
+	}
+	return n
+}
+
+func (c *cluster) pod(name string, mutate ...func(*v1.Pod)) *v1.Pod {
+	c.t.Helper()
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10",
+			Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m")}}}}},
+	}
+	for _, m := range mutate {
+		m(p)
+	}
+	p, err := c.client.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{})
+	if err != nil {
+		c.t.Fatalf("create pod %s: %v", name, err)
+	}
+	return p
+}
+
+// waitBound waits for a pod to be bound and returns its node.
+func (c *cluster) waitBound(name string, timeout time.Duration) string {
+	c.t.Helper()
+	var node string
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		p, err := c.client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		node = p.Spec.NodeName
+		return node != "", nil
+	})
+	if err != nil {
+		c.t.Fatalf("pod %s not bound within %v: %v (%s)", name, timeout, err, c.describe(name))
+	}
+	return node
+}
+
+// waitUnschedulable waits for the scheduler to report a pod unschedulable
+// and returns the message of its FailedScheduling event.
+func (c *cluster) waitUnschedulable(name string, timeout time.Duration) string {
+	c.t.Helper()
+	var msg string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		evs, err := c.client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name + ",reason=FailedScheduling"})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			msg = e.Message
+		}
+		return msg != "", nil
+	})
+	if err != nil {
+		c.t.Fatalf("no FailedScheduling event for pod %s within %v: %v (%s)", name, timeout, err, c.describe(name))
+	}
+	p, err := c.client.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if p.Spec.NodeName != "" {
+		c.t.Fatalf("pod %s has a FailedScheduling event but is bound to %s", name, p.Spec.NodeName)
+	}
+	return msg
+}
+
+// stayUnbound asserts that a pod is still unbound after d.
+func (c *cluster) stayUnbound(name string, d time.Duration) {
+	c.t.Helper()
+	time.Sleep(d)
+	p, err := c.client.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if p.Spec.NodeName != "" {
+		c.t.Fatalf("pod %s was bound to %s, want it unbound", name, p.Spec.NodeName)
+	}
+}
+
+func (c *cluster) describe(name string) string {
+	p, err := c.client.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var parts []string
+	for _, cond := range p.Status.Conditions {
+		parts = append(parts, fmt.Sprintf("%s=%s %s: %s", cond.Type, cond.Status, cond.Reason, cond.Message))
+	}
+	return "node=" + p.Spec.NodeName + " " + strings.Join(parts, "; ")
+}
+
+func labels(kv ...string) map[string]string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
