@@ -12,14 +12,19 @@ LDFLAGS       := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) -X k
 PLUGIN_GEN    := github.com/knqyf263/go-plugin/cmd/protoc-gen-go-plugin@v0.9.0
 TEST_TIMEOUT  ?= 30m
 
-.PHONY: all build examples generate check-generate protoc test test-short vet bench run clean
+.PHONY: all build build-scheduler examples generate check-generate protoc test test-short vet bench run clean
 
 all: build examples
 
 ## build: bin/wasmsched and bin/kube-scheduler
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/wasmsched ./cmd/wasmsched
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kube-scheduler ./cmd/kube-scheduler
+	$(MAKE) --no-print-directory build-scheduler
+
+## build-scheduler: bin/kube-scheduler alone (SCHEDULER_OUT overrides the path)
+SCHEDULER_OUT ?= $(BIN)/kube-scheduler
+build-scheduler:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(SCHEDULER_OUT) ./cmd/kube-scheduler
 
 ## run: embedded control plane + scheduler with the example policies, demo pods placed
 run: examples
