@@ -67,18 +67,28 @@ func (f *policyFlags) weight(s string) error {
 	return nil
 }
 
-type funcFlag func(string) error
+// funcFlag is a repeatable flag whose errors are kept for after parsing,
+// so a bad value is reported as one line rather than with the usage text.
+type funcFlag struct {
+	fn  func(string) error
+	err *error
+}
 
-func (f funcFlag) String() string     { return "" }
-func (f funcFlag) Set(s string) error { return f(s) }
+func (f funcFlag) String() string { return "" }
+func (f funcFlag) Set(s string) error {
+	if *f.err == nil {
+		*f.err = f.fn(s)
+	}
+	return nil
+}
 
 func runEval(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var pf policyFlags
-	fs.Var(funcFlag(pf.policy), "policy", "policy module (.wasm); repeat to compose policies in order")
-	fs.Var(funcFlag(pf.config), "config", "settings (JSON file) for the preceding --policy")
-	fs.Var(funcFlag(pf.weight), "weight", "score weight (1..100) for the preceding --policy (default 1)")
+	fs.Var(funcFlag{pf.policy, &pf.err}, "policy", "policy module (.wasm); repeat to compose policies in order")
+	fs.Var(funcFlag{pf.config, &pf.err}, "config", "settings (JSON file) for the preceding --policy")
+	fs.Var(funcFlag{pf.weight, &pf.err}, "weight", "score weight (1..100) for the preceding --policy (default 1)")
 	podPath := fs.String("pod", "", "the pod to schedule (YAML or JSON)")
 	nodesPath := fs.String("nodes", "", "the nodes (multi-document YAML or a List)")
 	podsPath := fs.String("pods", "", "pods already placed (spec.nodeName set), counted toward their nodes")
@@ -90,6 +100,8 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 	switch {
+	case pf.err != nil:
+		return pf.err
 	case fs.NArg() > 0:
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case len(pf.specs) == 0:

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/wasmsched/wasmsched/internal/testwasm"
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "wasmsched-cache-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("WASMSCHED_CACHE_DIR", dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func testdata(t *testing.T, name string) string {
+	return filepath.Join(testwasm.Root(t), "examples", "nodepin", "testdata", name)
+}
+
+func TestEvalJSON(t *testing.T) {
+	wasm := testwasm.Path(t, "examples/nodepin")
+	code, out, errs := runCLI("eval", "--policy", wasm, "--config", testdata(t, "settings.json"),
+		"--pod", testdata(t, "pod.yaml"), "--nodes", testdata(t, "nodes.yaml"), "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	want := `{"pod":"default/web","nodes":[` +
+		`{"name":"k8s-node1","code":"UnschedulableAndUnresolvable","reasons":["nodepin: node is not one of the allowed nodes [k8s-node2, k8s-node3]"]},` +
+		`{"name":"k8s-node2","code":"Success","reasons":[],"score":0},` +
+		`{"name":"k8s-node3","code":"Success","reasons":[],"score":0}],` +
+		`"permit":{"code":"Success","reasons":[]},"selected":"k8s-node2"}` + "\n"
+	if out != want {
+		t.Fatalf("output\n%s\nwant\n%s", out, want)
+	}
+}
+
+func TestEvalTableAndComposition(t *testing.T) {
+	wasm := testwasm.Path(t, "examples/nodepin")
+	probe := testwasm.Path(t, "test/guests/probe")
+	dir := t.TempDir()
+	settings := filepath.Join(dir, "probe.json")
+	os.WriteFile(settings, []byte(`{"scoreLabel": "kubernetes.io/hostname"}`), 0o644)
+	// nodepin (default: only k8s-node1) composed with a probe that fails to
+	// score non-numeric labels: the table shows both policies' effects.
+	code, out, errs := runCLI("eval", "--policy", wasm, "--policy", probe, "--config", settings,
+		"--pod", testdata(t, "pod.yaml"), "--nodes", testdata(t, "nodes.yaml"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{
+		"POD        default/web",
+		"k8s-node2  UnschedulableAndUnresolvable  -      nodepin: node is not one of the allowed nodes [k8s-node1]",
+		`k8s-node1  Error`,
+		`probe: label kubernetes.io/hostname="k8s-node1" is not an integer`,
+		"SELECTED   (none)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// Bad input exits non-zero with one line naming what is wrong.
+func TestEvalBadInput(t *testing.T) {
+	pod, nodes := testdata(t, "pod.yaml"), testdata(t, "nodes.yaml")
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	wasm := write("nodepin.wasm", string(testwasm.Bytes(t, "examples/nodepin")))
+	notWasm := write("junk.wasm", "this is not wasm")
+	badYAML := write("bad.yaml", "kind: Node\nmetadata: [unclosed")
+	podsAsNodes := pod
+	emptyNodes := write("empty.json", `{"nodes": []}`)
+	notJSON := write("bad.json", `{"nodes": [`)
+	abi2 := filepath.Join(testwasm.Root(t), "host", "engine", "testdata", "abi_v2.wasm")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // regexp for the single stderr line
+	}{
+		{"missing policy file", []string{"--policy", filepath.Join(dir, "nope.wasm"), "--pod", pod, "--nodes", nodes}, `^wasmsched eval: open .*nope.wasm: no such file or directory$`},
+		{"not a wasm module", []string{"--policy", notWasm, "--pod", pod, "--nodes", nodes}, `^wasmsched eval: policy junk@[0-9a-f]{12}: not a valid WebAssembly module: .*magic number`},
+		{"wrong ABI version", []string{"--policy", abi2, "--pod", pod, "--nodes", nodes}, `^wasmsched eval: policy abi_v2@[0-9a-f]{12}: abi_version: module speaks ABI version 2, this scheduler speaks ABI version 1$`},
+		{"bad YAML", []string{"--policy", wasm, "--pod", pod, "--nodes", badYAML}, `^wasmsched eval: .*bad.yaml: document 1: not valid YAML`},
+		{"wrong kind", []string{"--policy", wasm, "--pod", pod, "--nodes", podsAsNodes}, `^wasmsched eval: .*pod.yaml: document 1 is Pod, want Node$`},
+		{"settings rejected", []string{"--policy", wasm, "--config", emptyNodes, "--pod", pod, "--nodes", nodes}, `^wasmsched eval: policy nodepin@[0-9a-f]{12}: init: settings: "nodes" must list at least one node$`},
+		{"settings not JSON", []string{"--policy", wasm, "--config", notJSON, "--pod", pod, "--nodes", nodes}, `^wasmsched eval: .*bad.json: settings are not valid JSON$`},
+		{"config before policy", []string{"--config", emptyNodes, "--policy", wasm, "--pod", pod, "--nodes", nodes}, `^wasmsched eval: --config must follow the --policy it configures$`},
+		{"no pod", []string{"--policy", wasm, "--nodes", nodes}, `^wasmsched eval: no --pod given$`},
+		{"bad output", []string{"--policy", wasm, "--pod", pod, "--nodes", nodes, "-o", "xml"}, `^wasmsched eval: unknown output format "xml" \(want table or json\)$`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errs := runCLI(append([]string{"eval"}, tc.args...)...)
+			if code == 0 {
+				t.Fatalf("exit 0, want failure; stdout %q", out)
+			}
+			lines := strings.Split(strings.TrimRight(errs, "\n"), "\n")
+			if len(lines) != 1 || !regexp.MustCompile(tc.want).MatchString(lines[0]) {
+				t.Fatalf("stderr %q, want one line matching %s", errs, tc.want)
+			}
+			if strings.Contains(errs, "goroutine ") || strings.Contains(errs, "panic") {
+				t.Fatalf("stderr has a Go trace: %s", errs)
+			}
+		})
+	}
+}
