@@ -1,0 +1,233 @@
+//go:build !wasip1
+
+package main
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+	"github.com/wasmsched/wasmsched/host/eval"
+	hostpolicy "github.com/wasmsched/wasmsched/host/policy"
+	"github.com/wasmsched/wasmsched/internal/testwasm"
+)
+
+func TestMain(m *testing.M) {
+	// Compile the module once per run, not once per Load.
+	dir, err := os.MkdirTemp("", "wasmsched-cache-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("WASMSCHED_CACHE_DIR", dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var ctx = context.Background()
+
+func readFile(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// evaluate runs the testdata scene through host/eval, as `wasmsched eval`
+// does, with the given pod and placed pods files.
+func evaluate(t *testing.T, podFile, podsFile string) *eval.Report {
+	t.Helper()
+	ev, err := eval.Load(ctx, []eval.PolicySpec{{Name: "gang", Wasm: testwasm.Bytes(t, "examples/gang"), Settings: readFile(t, "settings.json")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Close(ctx)
+	var in eval.Input
+	if in.Pod, err = eval.ReadPod("testdata/" + podFile); err != nil {
+		t.Fatal(err)
+	}
+	if in.Nodes, err = eval.ReadNodes("testdata/nodes.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if in.Pods, err = eval.ReadPods("testdata/" + podsFile); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := ev.Evaluate(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func TestEvalWaitsForTheGang(t *testing.T) {
+	rep := evaluate(t, "pod.yaml", "pods.yaml")
+	if got := rep.SortedNames("Success"); !slices.Equal(got, []string{"node-1", "node-2"}) {
+		t.Fatalf("feasible %v", got)
+	}
+	want := []string{"gang: group g1 has 2 of 3 members ready, waiting for 1 more", "gang: waits up to 1m0s"}
+	if rep.Permit.Code != "Wait" || !slices.Equal(rep.Permit.Reasons, want) {
+		t.Fatalf("permit %+v, want Wait %q", rep.Permit, want)
+	}
+}
+
+func TestEvalCompleteGangBinds(t *testing.T) {
+	rep := evaluate(t, "pod.yaml", "pods-complete.yaml")
+	if rep.Permit.Code != "Success" || len(rep.Permit.Reasons) != 0 || rep.Selected == "" {
+		t.Fatalf("permit %+v on %q, want Success", rep.Permit, rep.Selected)
+	}
+}
+
+func TestEvalMalformedAnnotation(t *testing.T) {
+	rep := evaluate(t, "pod-malformed.yaml", "pods.yaml")
+	want := `gang: annotation gang.wasmsched.io/min-available is "three", want a positive integer`
+	for _, n := range rep.Nodes {
+		if n.Code != "UnschedulableAndUnresolvable" || len(n.Reasons) != 1 || n.Reasons[0] != want {
+			t.Errorf("%s: %s %q, want UnschedulableAndUnresolvable %q", n.Name, n.Code, n.Reasons, want)
+		}
+	}
+	if rep.Selected != "" {
+		t.Fatalf("selected %q", rep.Selected)
+	}
+}
+
+func TestEvalRejectsBadSettings(t *testing.T) {
+	_, err := eval.Load(ctx, []eval.PolicySpec{{Name: "gang", Wasm: testwasm.Bytes(t, "examples/gang"), Settings: []byte(`{"timeoutSeconds": 3600}`)}})
+	if err == nil || !strings.Contains(err.Error(), `"timeoutSeconds" must be between 1 and 900`) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// The tests below drive Permit and Unreserve through host/policy, which can
+// pass waiting pods (host/eval cannot).
+
+func loadPolicy(t *testing.T, settings string) *hostpolicy.Policy {
+	t.Helper()
+	p, err := hostpolicy.Load(ctx, hostpolicy.Options{Name: "gang", Wasm: testwasm.Bytes(t, "examples/gang"), Settings: []byte(settings), MaxInstances: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(ctx) })
+	return p
+}
+
+// gangPod is a member of group in ns; min "" makes it a pod outside gangs.
+func gangPod(ns, name, group, min string) *v1.Pod {
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + name)}}
+	if min != "" {
+		p.Labels = map[string]string{LabelName: group}
+		p.Annotations = map[string]string{AnnotationMinAvailable: min}
+	}
+	return p
+}
+
+func waitingPod(ns, name, group, min string) *abiv1.WaitingPod {
+	return &abiv1.WaitingPod{Name: name, Namespace: ns, Uid: "uid-" + name, NodeName: "n1",
+		Labels:      []*abiv1.KeyValue{{Key: LabelName, Value: group}},
+		Annotations: []*abiv1.KeyValue{{Key: AnnotationMinAvailable, Value: min}}}
+}
+
+func nodeInfo(name string, pods ...*v1.Pod) fwk.NodeInfo {
+	ni := framework.NewNodeInfo(pods...)
+	ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	return ni
+}
+
+func TestPermitAllowsTheGangTogether(t *testing.T) {
+	p := loadPolicy(t, `{"timeoutSeconds": 20}`)
+	bound := gangPod("ml", "b1", "g1", "4")
+	bound.Spec.NodeName = "n2"
+	nodes := []fwk.NodeInfo{nodeInfo("n1"), nodeInfo("n2", bound)}
+	waiting := []*abiv1.WaitingPod{
+		waitingPod("ml", "w1", "g1", "4"),
+		waitingPod("ml", "o1", "g2", "2"),
+		waitingPod("research", "x1", "g1", "4"),
+		waitingPod("ml", "w2", "g1", "4"),
+	}
+
+	// w3 with w1 and w2 waiting: 3 of 4, wait.
+	first := gangPod("ml", "w3", "g1", "4")
+	c := hostpolicy.NewCycle(first, nodes[:1])
+	res, err := p.Permit(ctx, c, nodes[0], waiting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status.Code != abiv1.Code_CODE_WAIT || res.Timeout != 20*time.Second || len(res.Actions) != 0 ||
+		res.Status.Reasons[0] != "gang: group g1 has 3 of 4 members ready, waiting for 1 more" {
+		t.Fatalf("3 of 4: %+v", res)
+	}
+
+	// With b1 bound on n2 the gang is complete: w3 passes and w1, w2 are
+	// allowed. The host lists w3 too here; it must not act on it.
+	c = hostpolicy.NewCycle(first, nodes)
+	res, err = p.Permit(ctx, c, nodes[0], append(waiting, waitingPod("ml", "w3", "g1", "4")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status.Code != abiv1.Code_CODE_SUCCESS || len(res.Actions) != 2 ||
+		res.Actions[0].Uid != "uid-w1" || !res.Actions[0].Allow || res.Actions[1].Uid != "uid-w2" || !res.Actions[1].Allow {
+		t.Fatalf("4 of 4: %+v", res)
+	}
+}
+
+func TestUnreserveReleasesTheGang(t *testing.T) {
+	p := loadPolicy(t, "")
+	nodes := []fwk.NodeInfo{nodeInfo("n1")}
+	waiting := []*abiv1.WaitingPod{
+		waitingPod("ml", "w1", "g1", "4"),
+		waitingPod("ml", "o1", "g2", "2"),
+		waitingPod("ml", "w2", "g1", "4"),
+	}
+	c := hostpolicy.NewCycle(gangPod("ml", "w3", "g1", "4"), nodes)
+	s, acts, err := p.NodeCall(ctx, abiv1.Point_POINT_UNRESERVE, c, nodes[0], waiting)
+	if err != nil || !s.IsSuccess() {
+		t.Fatalf("unreserve: %+v %v", s, err)
+	}
+	reason := "gang: group g1 released: 3 of 4 members ready when ml/w3 timed out or failed"
+	if len(acts) != 2 || acts[0].Uid != "uid-w1" || acts[1].Uid != "uid-w2" {
+		t.Fatalf("actions %+v, want rejections of w1 and w2", acts)
+	}
+	for _, a := range acts {
+		if a.Allow || a.Reason != reason {
+			t.Fatalf("action %+v, want a rejection with %q", a, reason)
+		}
+	}
+
+	// A pod outside gangs neither waits nor releases anyone.
+	c = hostpolicy.NewCycle(gangPod("ml", "web", "", ""), nodes)
+	res, err := p.Permit(ctx, c, nodes[0], waiting)
+	if err != nil || res.Status.Code != abiv1.Code_CODE_SUCCESS || len(res.Actions) != 0 {
+		t.Fatalf("permit: %+v %v", res, err)
+	}
+	_, acts, err = p.NodeCall(ctx, abiv1.Point_POINT_UNRESERVE, c, nodes[0], waiting)
+	if err != nil || len(acts) != 0 {
+		t.Fatalf("unreserve: %+v %v", acts, err)
+	}
+}
+
+func TestDeclaresWhatItNeeds(t *testing.T) {
+	p := loadPolicy(t, "")
+	info := p.Info()
+	if !info.WantsPods || !info.WantsAllNodes {
+		t.Fatalf("info %+v: gang needs every node's pods", info)
+	}
+	for _, pt := range []abiv1.Point{abiv1.Point_POINT_PRE_FILTER, abiv1.Point_POINT_PERMIT, abiv1.Point_POINT_UNRESERVE} {
+		if !p.Implements(pt) {
+			t.Errorf("does not implement %v", pt)
+		}
+	}
+	if p.Implements(abiv1.Point_POINT_FILTER) || p.Implements(abiv1.Point_POINT_SCORE) {
+		t.Errorf("points %b: gang neither filters nor scores", info.Points)
+	}
+}
