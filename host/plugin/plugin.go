@@ -42,6 +42,9 @@ const maxPermitWait = 15 * time.Minute
 type Plugin struct {
 	handle fwk.Handle
 	slots  []*Slot
+	// waits: pod UID -> *waitSet, the policies a pod parked at Permit waits
+	// for.
+	waits sync.Map
 }
 
 var (
@@ -166,6 +169,10 @@ type cycleState struct {
 	cycle    *policy.Cycle
 	entries  []*entry
 	scoreIdx map[string]int // node name -> index into entry.scores
+	// reserved is a private copy of the chosen node taken at Reserve, for
+	// the binding phase, which must not read the scheduler's snapshot (the
+	// next cycle rewrites it in place).
+	reserved fwk.NodeInfo
 }
 
 type entry struct {
@@ -483,8 +490,18 @@ func (pl *Plugin) NormalizeScore(ctx context.Context, cs fwk.CycleState, pod *v1
 	return nil
 }
 
-// Reserve tells policies that export it which node the pod got.
+// Reserve keeps a copy of the chosen node for the binding phase and tells
+// policies that export Reserve which node the pod got.
 func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	st, err := getState(cs)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	ni, err := pl.nodeInfo(nodeName, pod)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	st.reserved = ni.Snapshot()
 	return pl.nodeCall(ctx, cs, abiv1.Point_POINT_RESERVE, nodeName)
 }
 
@@ -495,11 +512,12 @@ func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	if err != nil {
 		return
 	}
+	pl.forget(pod)
 	for _, e := range st.entries {
 		if !e.implements(abiv1.Point_POINT_UNRESERVE) {
 			continue
 		}
-		ni, err := pl.nodeInfo(nodeName, pod)
+		ni, err := pl.boundNode(st, nodeName)
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Unreserve: node not found", "policy", e.slot.Args.Name, "node", nodeName)
 			continue
@@ -509,20 +527,28 @@ func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 			pl.failed(ctx, e, abiv1.Point_POINT_UNRESERVE, err)
 			continue
 		}
-		pl.apply(ctx, e, acts)
+		pl.apply(ctx, e, acts, false)
 	}
 }
 
 // Permit allows the pod only if every policy allows it; a Wait from any
-// policy parks it for the longest timeout asked.
+// policy parks it for the longest timeout asked. Policies' verdicts on other
+// waiting pods are applied only once every policy has answered: rejections
+// always, allowances only if no policy rejected this pod (a gang must not
+// bind without the member whose Permit failed). A waiting pod is let go
+// only when every policy that made it wait has allowed it.
 func (pl *Plugin) Permit(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.Status, time.Duration) {
 	st, err := getState(cs)
 	if err != nil {
 		return fwk.AsStatus(err), 0
 	}
+	defer st.cycle.ReleaseSnapshot()
 	var (
 		wait    time.Duration
 		reasons []string
+		waitFor []string
+		actions []policyActions
+		verdict *fwk.Status
 	)
 	for _, e := range st.entries {
 		if !e.implements(abiv1.Point_POINT_PERMIT) {
@@ -530,18 +556,20 @@ func (pl *Plugin) Permit(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		}
 		ni, err := pl.nodeInfo(nodeName, pod)
 		if err != nil {
-			return fwk.AsStatus(err), 0
+			verdict = fwk.AsStatus(err)
+			break
 		}
 		res, err := timed(e, abiv1.Point_POINT_PERMIT, func() (policy.PermitResult, error) {
 			return e.version.Permit(ctx, st.cycle, ni, pl.waiting())
 		})
 		if err != nil {
 			if fs := pl.failed(ctx, e, abiv1.Point_POINT_PERMIT, err); fs != nil {
-				return fs, 0
+				verdict = fs
+				break
 			}
 			continue
 		}
-		pl.apply(ctx, e, res.Actions)
+		actions = append(actions, policyActions{e, res.Actions})
 		switch res.Status.Code {
 		case abiv1.Code_CODE_SUCCESS:
 		case abiv1.Code_CODE_WAIT:
@@ -551,32 +579,84 @@ func (pl *Plugin) Permit(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 			}
 			wait = max(wait, t)
 			reasons = append(reasons, res.Status.Reasons...)
+			waitFor = append(waitFor, e.slot.Args.Name)
 		default:
-			return toStatus(res.Status), 0
+			verdict = toStatus(res.Status)
+		}
+		if verdict != nil {
+			break
 		}
 	}
+	for _, a := range actions {
+		pl.apply(ctx, a.entry, a.actions, verdict == nil)
+	}
+	if verdict != nil {
+		return verdict, 0
+	}
 	if wait > 0 {
+		pl.waits.Store(pod.UID, newWaitSet(waitFor))
 		return fwk.NewStatus(fwk.Wait, reasons...), wait
 	}
 	return nil, 0
 }
 
-// apply carries out a policy's verdicts on waiting pods.
-func (pl *Plugin) apply(ctx context.Context, e *entry, acts []*abiv1.WaitingPodAction) {
+type policyActions struct {
+	entry   *entry
+	actions []*abiv1.WaitingPodAction
+}
+
+// waitSet is the policies a waiting pod still waits for.
+type waitSet struct {
+	mu      sync.Mutex
+	pending map[string]bool
+}
+
+func newWaitSet(names []string) *waitSet {
+	w := &waitSet{pending: map[string]bool{}}
+	for _, n := range names {
+		w.pending[n] = true
+	}
+	return w
+}
+
+// allow records that a policy allowed the pod and reports whether none is
+// left waiting.
+func (w *waitSet) allow(policyName string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.pending, policyName)
+	return len(w.pending) == 0
+}
+
+// forget drops the wait bookkeeping of a pod that left Permit.
+func (pl *Plugin) forget(pod *v1.Pod) { pl.waits.Delete(pod.UID) }
+
+// apply carries out a policy's verdicts on waiting pods: rejections always,
+// allowances when allowed is true and the pod waits for no other policy.
+func (pl *Plugin) apply(ctx context.Context, e *entry, acts []*abiv1.WaitingPodAction, allowed bool) {
 	for _, a := range acts {
-		wp := pl.handle.GetWaitingPod(typesUID(a.Uid))
+		uid := typesUID(a.Uid)
+		wp := pl.handle.GetWaitingPod(uid)
 		if wp == nil {
 			continue
 		}
-		if a.Allow {
-			wp.Allow(Name)
-		} else {
+		if !a.Allow {
 			reason := a.Reason
 			if reason == "" {
 				reason = e.slot.Args.Name + ": rejected while waiting"
 			}
+			pl.waits.Delete(uid)
 			wp.Reject(Name, reason)
+			continue
 		}
+		if !allowed {
+			continue
+		}
+		if v, ok := pl.waits.Load(uid); ok && !v.(*waitSet).allow(e.slot.Args.Name) {
+			continue // another policy still holds it
+		}
+		pl.waits.Delete(uid)
+		wp.Allow(Name)
 	}
 }
 
@@ -614,6 +694,7 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 
 // PostBind informs policies of a binding.
 func (pl *Plugin) PostBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) {
+	pl.forget(pod)
 	_ = pl.nodeCall(ctx, cs, abiv1.Point_POINT_POST_BIND, nodeName)
 }
 
@@ -626,7 +707,7 @@ func (pl *Plugin) nodeCall(ctx context.Context, cs fwk.CycleState, pt abiv1.Poin
 		if !e.implements(pt) {
 			continue
 		}
-		ni, err := pl.nodeInfo(nodeName, st.cycle.Pod)
+		ni, err := pl.boundNode(st, nodeName)
 		if err != nil {
 			return fwk.AsStatus(err)
 		}
@@ -645,6 +726,15 @@ func (pl *Plugin) nodeCall(ctx context.Context, cs fwk.CycleState, pt abiv1.Poin
 		}
 	}
 	return nil
+}
+
+// boundNode is the node for Reserve and the binding phase: the copy taken
+// at Reserve when there is one.
+func (pl *Plugin) boundNode(st *cycleState, name string) (fwk.NodeInfo, error) {
+	if st.reserved != nil && st.reserved.Node() != nil && st.reserved.Node().Name == name {
+		return st.reserved, nil
+	}
+	return pl.nodeInfo(name, st.cycle.Pod)
 }
 
 // nodeInfo finds a node in the current snapshot.

@@ -26,7 +26,17 @@ type Cycle struct {
 
 	once sync.Once
 	req  []byte
+
+	// released is set when the scheduling cycle ends: the scheduler reuses
+	// the snapshot's NodeInfos for the next cycle, so the binding phase
+	// must not read Nodes any more.
+	released atomic.Bool
 }
+
+// ReleaseSnapshot marks the end of the scheduling cycle (after Permit):
+// later calls of this cycle run on whatever the instance holds and never
+// read the snapshot again.
+func (c *Cycle) ReleaseSnapshot() { c.released.Store(true) }
 
 var cycleIDs atomic.Uint64
 
@@ -178,7 +188,7 @@ func (p *Policy) prepare(m *member, c *Cycle) error {
 	if m.cycle == c.ID {
 		return nil
 	}
-	if p.info.WantsAllNodes {
+	if p.info.WantsAllNodes && !c.released.Load() {
 		if err := p.syncAll(m, c.Nodes); err != nil {
 			return err
 		}

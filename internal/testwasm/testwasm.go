@@ -5,6 +5,8 @@ package testwasm
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,21 +45,36 @@ func Path(tb testing.TB, pkg string) string {
 	if p, ok := built[pkg]; ok {
 		return p
 	}
+	root := Root(tb)
 	if tmpDir == "" {
-		d, err := os.MkdirTemp("", "wasmsched-testwasm-")
-		if err != nil {
+		// One directory per checkout, reused by every test process: the go
+		// build cache makes rebuilding cheap, and nothing piles up in /tmp.
+		sum := sha256.Sum256([]byte(root))
+		tmpDir = filepath.Join(os.TempDir(), "wasmsched-testwasm-"+hex.EncodeToString(sum[:6]))
+		if err := os.MkdirAll(tmpDir, 0o755); err != nil {
 			tb.Fatal(err)
 		}
-		tmpDir = d
 	}
 	out := filepath.Join(tmpDir, strings.ReplaceAll(pkg, "/", "_")+".wasm")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-ldflags=-s -w", "-o", out, "./"+pkg)
-	cmd.Dir = Root(tb)
+	// Build to a private name and rename, so test processes of other
+	// packages building the same module concurrently never see half a file.
+	f, err := os.CreateTemp(tmpDir, "build-*.wasm")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	partial := f.Name()
+	f.Close()
+	defer os.Remove(partial)
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-ldflags=-s -w", "-o", partial, "./"+pkg)
+	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
 		tb.Fatalf("build %s: %v\n%s", pkg, err, stderr.String())
+	}
+	if err := os.Rename(partial, out); err != nil {
+		tb.Fatal(err)
 	}
 	built[pkg] = out
 	return out
