@@ -40,6 +40,7 @@ require (
 	github.com/tetratelabs/wazero v1.12.0
 	go.etcd.io/etcd/server/v3 v3.6.5
 	go.uber.org/zap v1.27.0
+	golang.org/x/sys v0.46.0
 	google.golang.org/grpc v1.72.2
 	google.golang.org/protobuf v1.36.12
 	k8s.io/api v0.35.8
@@ -148,7 +149,6 @@ require (
 	golang.org/x/net v0.56.0 // indirect
 	golang.org/x/oauth2 v0.30.0 // indirect
 	golang.org/x/sync v0.21.0 // indirect
-	golang.org/x/sys v0.46.0 // indirect
 	golang.org/x/term v0.44.0 // indirect
 	golang.org/x/text v0.39.0 // indirect
 	golang.org/x/time v0.9.0 // indirect

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
@@ -53,21 +54,32 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer logFile.Close()
-	klog.LogToStderr(false)
-	klog.SetOutput(logFile)
+	// The API server and the scheduler apply their own logging
+	// configuration when they start; route klog to the file again after
+	// each.
+	toFile := func() {
+		klog.LogToStderr(false)
+		klog.SetOutput(logFile)
+	}
+	toFile()
 	defer klog.Flush()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	started := time.Now()
 	fmt.Fprintf(stdout, "starting etcd and kube-apiserver in-process (logs: %s)\n", logPath)
+	// Kubernetes server code writes some start-up lines straight to the
+	// process's standard error; keep them in the log file too.
+	restore := redirectStderr(logFile)
 	cp, err := controlplane.Start(ctx, controlplane.Options{Verbosity: *verbosity, Logf: func(format string, args ...any) {
 		fmt.Fprintf(logFile, format+"\n", args...)
 	}})
+	restore()
 	if err != nil {
 		return fmt.Errorf("control plane: %w", err)
 	}
 	defer cp.Stop()
+	toFile()
 	kubeconfig := filepath.Join(*dir, "kubeconfig")
 	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
 		return err
@@ -91,6 +103,7 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("scheduler: %w", err)
 	}
 	defer sched.Stop()
+	toFile()
 	fmt.Fprintf(stdout, "control plane and scheduler ready in %.1fs\n", time.Since(started).Seconds())
 	fmt.Fprintf(stdout, "  kubeconfig:       %s\n", kubeconfig)
 	fmt.Fprintf(stdout, "  scheduler config: %s\n", cfgPath)
@@ -138,4 +151,21 @@ func schedulerConfig(path, kubeconfig, policies string) ([]byte, error) {
 		return demo.SchedulerConfig(kubeconfig, policies)
 	}
 	return demo.WithKubeconfig(path, kubeconfig)
+}
+
+// redirectStderr points file descriptor 2 at f until the returned function
+// is called. It does nothing where descriptors cannot be duplicated.
+func redirectStderr(f *os.File) (restore func()) {
+	saved, err := unix.Dup(2)
+	if err != nil {
+		return func() {}
+	}
+	if err := unix.Dup2(int(f.Fd()), 2); err != nil {
+		unix.Close(saved)
+		return func() {}
+	}
+	return func() {
+		_ = unix.Dup2(saved, 2)
+		unix.Close(saved)
+	}
 }

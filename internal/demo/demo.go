@@ -119,6 +119,7 @@ func Pods() []Pod {
 		{pod("train-a100", nil, map[string]string{"gpu.wasmsched.io/product": "NVIDIA-A100-SXM4-80GB"}, 2), true, "gpu: needs an A100"},
 		{pod("infer-l4", nil, map[string]string{"gpu.wasmsched.io/min-memory-mib": "16000"}, 1), true, "gpu: binpacks onto the fullest fit"},
 		{pod("train-huge", nil, nil, 8), false, "gpu: no node has 8 free GPUs"},
+		{pod("train-h100", nil, map[string]string{"gpu.wasmsched.io/product": "NVIDIA-H100-80GB-HBM3"}, 1), false, "gpu: no H100 in the cluster"},
 		{gang("ring-0", "ring", "3"), true, "gang: 3 of 3 members"},
 		{gang("ring-1", "ring", "3"), true, "gang: 3 of 3 members"},
 		{gang("ring-2", "ring", "3"), true, "gang: 3 of 3 members"},

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/wasmsched/wasmsched/host/eval"
+	"github.com/wasmsched/wasmsched/internal/testwasm"
+)
+
+// These tests build the policy as a wasm module and run it through
+// host/eval, the code behind `wasmsched eval`, on the nodes in testdata/:
+// two edge nodes (groundstation-*), two workers labelled
+// kubernetes.io/role: worker and dc-batch-01 without a role label.
+
+func evaluator(t *testing.T, settings string) *eval.Evaluator {
+	t.Helper()
+	ctx := context.Background()
+	ev, err := eval.Load(ctx, []eval.PolicySpec{{Name: Name, Wasm: testwasm.Bytes(t, "examples/edge"), Settings: []byte(settings)}})
+	if err != nil {
+		t.Fatalf("load with settings %q: %v", settings, err)
+	}
+	t.Cleanup(func() { ev.Close(ctx) })
+	return ev
+}
+
+func readPod(t *testing.T, file string) *v1.Pod {
+	t.Helper()
+	p, err := eval.ReadPod("testdata/" + file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func run(t *testing.T, ev *eval.Evaluator, pod *v1.Pod) *eval.Report {
+	t.Helper()
+	nodes, err := eval.ReadNodes("testdata/nodes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := ev.Evaluate(context.Background(), eval.Input{Pod: pod, Nodes: nodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// verdict is the expected outcome on one node: a score for a node that
+// passes, a reason for one that is rejected (always unresolvable).
+type verdict struct {
+	score  int64
+	reason string
+}
+
+func check(t *testing.T, rep *eval.Report, selected string, want map[string]verdict) {
+	t.Helper()
+	if len(rep.Nodes) != len(want) {
+		t.Fatalf("report has %d nodes, want %d", len(rep.Nodes), len(want))
+	}
+	for _, n := range rep.Nodes {
+		w, ok := want[n.Name]
+		switch {
+		case !ok:
+			t.Errorf("unexpected node %s", n.Name)
+		case w.reason != "":
+			if n.Code != "UnschedulableAndUnresolvable" || !slices.Equal(n.Reasons, []string{w.reason}) {
+				t.Errorf("node %s: %s %q, want UnschedulableAndUnresolvable %q", n.Name, n.Code, n.Reasons, w.reason)
+			}
+		case n.Code != "Success" || n.Score == nil:
+			t.Errorf("node %s: %s %q, want Success", n.Name, n.Code, n.Reasons)
+		case *n.Score != w.score:
+			t.Errorf("node %s: score %d, want %d", n.Name, *n.Score, w.score)
+		}
+	}
+	if rep.Selected != selected {
+		t.Errorf("selected %q, want %q", rep.Selected, selected)
+	}
+}
+
+const needEdge = "edge: not an edge node: space workloads (annotation type=space) need label kubernetes.io/role=edge, node has "
+
+func TestEvalSpaceWorkload(t *testing.T) {
+	rep := run(t, evaluator(t, ""), readPod(t, "pod.yaml"))
+	check(t, rep, "groundstation-svalbard", map[string]verdict{
+		"groundstation-svalbard":     {score: 100},
+		"groundstation-punta-arenas": {score: 100},
+		"dc-worker-01":               {reason: needEdge + "kubernetes.io/role=worker"},
+		"dc-worker-02":               {reason: needEdge + "kubernetes.io/role=worker"},
+		"dc-batch-01":                {reason: needEdge + "no kubernetes.io/role label"},
+	})
+}
+
+func TestEvalOtherWorkload(t *testing.T) {
+	tests := []struct {
+		name        string
+		annotations map[string]string
+	}{
+		{"no annotation", nil},
+		{"another type", map[string]string{"type": "ground"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := readPod(t, "pod-web.yaml")
+			pod.Annotations = tt.annotations
+			rep := run(t, evaluator(t, ""), pod)
+			check(t, rep, "dc-worker-01", map[string]verdict{
+				"groundstation-svalbard":     {score: 0},
+				"groundstation-punta-arenas": {score: 0},
+				"dc-worker-01":               {score: 100},
+				"dc-worker-02":               {score: 100},
+				"dc-batch-01":                {score: 100},
+			})
+		})
+	}
+}
+
+// TestEvalCustomSettings: with another annotation and label, the defaults
+// no longer apply.
+func TestEvalCustomSettings(t *testing.T) {
+	ev := evaluator(t, `{"annotation": "example.com/tier=realtime", "edgeLabel": "topology.kubernetes.io/zone=svalbard"}`)
+	const need = "edge: not an edge node: space workloads (annotation example.com/tier=realtime) need label topology.kubernetes.io/zone=svalbard, node has topology.kubernetes.io/zone="
+
+	pod := readPod(t, "pod.yaml")
+	pod.Annotations = map[string]string{"example.com/tier": "realtime"}
+	check(t, run(t, ev, pod), "groundstation-svalbard", map[string]verdict{
+		"groundstation-svalbard":     {score: 100},
+		"groundstation-punta-arenas": {reason: need + "punta-arenas"},
+		"dc-worker-01":               {reason: need + "eu-central-1a"},
+		"dc-worker-02":               {reason: need + "eu-central-1b"},
+		"dc-batch-01":                {reason: need + "eu-central-1a"},
+	})
+
+	// type: space means nothing under these settings: the pod may run
+	// anywhere and keeps off the one "edge" node.
+	check(t, run(t, ev, readPod(t, "pod.yaml")), "groundstation-punta-arenas", map[string]verdict{
+		"groundstation-svalbard":     {score: 0},
+		"groundstation-punta-arenas": {score: 100},
+		"dc-worker-01":               {score: 100},
+		"dc-worker-02":               {score: 100},
+		"dc-batch-01":                {score: 100},
+	})
+}
+
+func TestEvalSettingsRejected(t *testing.T) {
+	tests := []struct{ settings, want string }{
+		{`{"edgeLabel": "edge"}`, `"edgeLabel" must be key=value with a non-empty key, not "edge"`},
+		{`{"nodeLabel": "kubernetes.io/role=edge"}`, `unknown field "nodeLabel"`},
+	}
+	wasm := testwasm.Bytes(t, "examples/edge")
+	for _, tt := range tests {
+		t.Run(tt.settings, func(t *testing.T) {
+			ev, err := eval.Load(context.Background(), []eval.PolicySpec{{Name: Name, Wasm: wasm, Settings: []byte(tt.settings)}})
+			if err == nil {
+				ev.Close(context.Background())
+				t.Fatalf("settings %s loaded, want an error", tt.settings)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q does not contain %q", err, tt.want)
+			}
+		})
+	}
+}

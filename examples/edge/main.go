@@ -1,0 +1,36 @@
+// Command edge is a wasmsched policy that keeps space workloads on edge
+// nodes and everything else off them.
+//
+// A pod annotated type: space may only run on nodes labelled
+// kubernetes.io/role: edge; any other pod may run anywhere but prefers
+// nodes that are not edge nodes. The annotation and the label are settings
+// with those defaults. README.md lists the rules and settings.
+//
+// The logic lives in policy.go, tested natively; this file only registers
+// it.
+package main
+
+import "github.com/wasmsched/wasmsched/guest"
+
+// policy is the instance's policy, built from the operator's settings by
+// the Settings hook before any other call.
+var policy *Policy
+
+func init() {
+	guest.Register(&guest.Policy{
+		Name: Name,
+		Settings: func(raw []byte) error {
+			p, err := Load(raw)
+			if err != nil {
+				return err
+			}
+			policy = p
+			return nil
+		},
+		PreFilter: func(c *guest.Cycle) guest.Status { return policy.PreFilter(c) },
+		Filter:    func(c *guest.Cycle, n *guest.NodeInfo) guest.Status { return policy.Filter(c, n) },
+		Score:     func(c *guest.Cycle, n *guest.NodeInfo) (int64, guest.Status) { return policy.Score(c, n) },
+	})
+}
+
+func main() {}
