@@ -60,7 +60,7 @@ generate: protoc
 
 ## check-generate: fail if the committed generated code differs from a fresh generation
 check-generate: generate
-	@git diff --exit-code -- abi/ || { echo "abi/: generated code is stale: run make generate and commit" >&2; exit 1; }
+	@git diff --exit-code -- abi/v1/ || { echo "abi/v1: generated code is stale: run make generate and commit" >&2; exit 1; }
 
 vet:
 	$(GO) vet ./...

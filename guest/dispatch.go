@@ -129,7 +129,7 @@ func (in *instance) init(n uint32) uint32 {
 		return fail("decode InitRequest: " + err.Error())
 	}
 	if req.HostAbiVersion != ABIVersion {
-		return fail("host speaks ABI version " + itoa(int64(req.HostAbiVersion)) + ", this policy ABI version " + itoa(ABIVersion))
+		return fail("host speaks ABI version " + itoa(int64(req.HostAbiVersion)) + ", this policy speaks ABI version " + itoa(ABIVersion))
 	}
 	if in.policy.Settings != nil {
 		if err := in.policy.Settings(req.Settings); err != nil {
@@ -251,7 +251,8 @@ func (in *instance) withSeq(code Code) uint64 {
 	reasons := in.result.Reasons
 	if in.seq == 0 || code != in.lastCode || !sameStrings(reasons, in.lastReasons) {
 		in.seq++
-		in.lastCode, in.lastReasons = code, reasons
+		// A copy: a policy may reuse and edit its reasons slice.
+		in.lastCode, in.lastReasons = code, append([]string(nil), reasons...)
 	}
 	return uint64(code)<<32 | uint64(in.seq)
 }

@@ -9,7 +9,7 @@ const (
 )
 
 // Logf writes an informational line to the scheduler's log, tagged with the
-// policy's name and version. Logging from Filter or Score runs once per node:
+// operator's name for the policy. Logging from Filter or Score runs once per node:
 // prefer Debugf there.
 func Logf(format string, args ...any) { hostLog(levelInfo, sprintf(format, args)) }
 

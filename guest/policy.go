@@ -13,8 +13,9 @@ const ABIVersion = 1
 // host only calls the extension points whose function is set, and a point
 // that no policy implements costs the scheduler nothing.
 type Policy struct {
-	// Name identifies the policy in logs. The operator's name for the
-	// policy (from the scheduler configuration) is used where they differ.
+	// Name is the policy's own name, for its authors and tests. The
+	// scheduler's logs, events and metrics use the name the operator gives
+	// the policy in the scheduler configuration.
 	Name string
 
 	// Settings receives the operator's settings (JSON; empty when none) once

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 )
 
 // ParseSettings decodes the operator's JSON settings into v, which should
@@ -18,6 +19,13 @@ func ParseSettings(raw []byte, v any) error {
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
 		return fmt.Errorf("settings: %w", err)
+	}
+	if d.More() {
+		return fmt.Errorf("settings: unexpected data after the JSON object")
+	}
+	var extra json.RawMessage
+	if err := d.Decode(&extra); err != io.EOF {
+		return fmt.Errorf("settings: unexpected data after the JSON object")
 	}
 	return nil
 }

@@ -68,8 +68,10 @@ func RejectUnresolvable(format string, args ...any) Status {
 	return Status{Code: UnschedulableAndUnresolvable, Reasons: []string{sprintf(format, args)}}
 }
 
-// Errorf reports an internal error of the policy. The host applies the
-// policy's failurePolicy to it.
+// Errorf reports an internal error of the policy. The scheduler treats it
+// like a trap: the policy's failurePolicy decides (Fail: the pod is
+// Unschedulable with this reason; Ignore: the policy is skipped for the
+// cycle).
 func Errorf(format string, args ...any) Status {
 	return Status{Code: Error, Reasons: []string{sprintf(format, args)}}
 }

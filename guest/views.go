@@ -278,7 +278,7 @@ func contains(list []string, s string) bool {
 }
 
 // parseInt parses a decimal int64 without strconv's error allocations; bad
-// reports a malformed number.
+// reports a malformed or out-of-range number.
 func parseInt(s string) (v int64, bad bool) {
 	if s == "" {
 		return 0, true
@@ -290,14 +290,23 @@ func parseInt(s string) (v int64, bad bool) {
 			return 0, true
 		}
 	}
+	// Accumulate as a negative number: its range is one larger.
+	const minInt64 = -1 << 63
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c < '0' || c > '9' || v > (1<<63-1)/10 {
+		if c < '0' || c > '9' {
 			return 0, true
 		}
-		v = v*10 + int64(c-'0')
+		d := int64(c - '0')
+		if v < (minInt64+d)/10 {
+			return 0, true
+		}
+		v = v*10 - d
 	}
-	if neg {
+	if !neg {
+		if v == minInt64 {
+			return 0, true
+		}
 		v = -v
 	}
 	return v, false

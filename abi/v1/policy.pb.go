@@ -917,7 +917,7 @@ type NodeInfo struct {
 	Generation int64 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
 	Node       *Node `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
 	// Sum of the effective requests of the pods on the node, assumed pods
-	// included.
+	// included; requested.pods is the number of those pods.
 	Requested *Resources `protobuf:"bytes,4,opt,name=requested,proto3" json:"requested,omitempty"`
 	PodCount  int32      `protobuf:"varint,5,opt,name=pod_count,json=podCount,proto3" json:"pod_count,omitempty"`
 	// The pods on the node; sent only to policies whose PolicyInfo sets

@@ -545,7 +545,7 @@ func TestNodeInfo(t *testing.T) {
 	ni := framework.NewNodeInfo(pods...)
 	ni.SetNode(gpuNode())
 
-	wantRequested := fmt.Sprintf("cpu=1750 mem=%d eph=0 pods=0 hugepages-2Mi=%d nvidia.com/gpu=2", 2*gi+768*mi, 64*mi)
+	wantRequested := fmt.Sprintf("cpu=1750 mem=%d eph=0 pods=3 hugepages-2Mi=%d nvidia.com/gpu=2", 2*gi+768*mi, 64*mi)
 	wantPods := []string{
 		fmt.Sprintf("default/api uid-api prio=0 owner=<nil> cpu=500 mem=%d eph=0 pods=0 hugepages-2Mi=%d", 512*mi, 64*mi),
 		fmt.Sprintf("default/web uid-web prio=0 owner=<nil> cpu=250 mem=%d eph=0 pods=0", 256*mi),
@@ -593,7 +593,8 @@ func TestNodeInfo(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The scheduler keeps nvidia.com/gpu=0 in its map; the message does not.
-		want := fmt.Sprintf("cpu=750 mem=%d eph=0 pods=0 hugepages-2Mi=%d", 768*mi, 64*mi)
+		// requested.pods counts the pods on the node (the scheduler does not).
+		want := fmt.Sprintf("cpu=750 mem=%d eph=0 pods=2 hugepages-2Mi=%d", 768*mi, 64*mi)
 		if got := convert.NodeInfo(1, ni, false); resStr(got.Requested) != want || got.PodCount != 2 {
 			t.Errorf("requested = %s, pod_count = %d; want %s, 2", resStr(got.Requested), got.PodCount, want)
 		}

@@ -52,6 +52,12 @@ func NodeInfo(handle int32, ni fwk.NodeInfo, withPods bool) *abiv1.NodeInfo {
 		Requested:  Resources(ni.GetRequested()),
 		PodCount:   int32(len(pods)),
 	}
+	// The scheduler does not count pods in Requested; the ABI does, so that
+	// Free("pods") is the room left on the node.
+	if m.Requested == nil {
+		m.Requested = &abiv1.Resources{}
+	}
+	m.Requested.Pods = int64(len(pods))
 	if withPods {
 		m.Pods = podSummaries(pods)
 	}

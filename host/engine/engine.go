@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -194,7 +195,7 @@ func Compile(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 			return fail("does not export %s: is it built with the wasmsched guest SDK as a reactor (-buildmode=c-shared)?", want.name)
 		}
 		if !sameTypes(f.ParamTypes(), want.params) || !sameTypes(f.ResultTypes(), want.results) {
-			return fail("export %s has signature %v -> %v, want %v -> %v", want.name, f.ParamTypes(), f.ResultTypes(), want.params, want.results)
+			return fail("export %s has signature %s, want %s", want.name, signature(f.ParamTypes(), f.ResultTypes()), signature(want.params, want.results))
 		}
 	}
 	if _, found := cm.ExportedMemories()["memory"]; !found {
@@ -275,6 +276,19 @@ func DefaultCache() wazero.CompilationCache {
 
 // maxLogLine truncates guest log lines.
 const maxLogLine = 4096
+
+// signature spells a function type the way the text format does:
+// (i32) -> (i64).
+func signature(params, results []api.ValueType) string {
+	names := func(ts []api.ValueType) string {
+		out := make([]string, len(ts))
+		for i, t := range ts {
+			out[i] = api.ValueTypeName(t)
+		}
+		return "(" + strings.Join(out, ", ") + ")"
+	}
+	return names(params) + " -> " + names(results)
+}
 
 func sameTypes(a, b []api.ValueType) bool {
 	if len(a) != len(b) {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -54,7 +55,8 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 		WithStartFunctions(). // _initialize is called below, under a deadline
 		WithStderr(in.stderr).
 		WithSysWalltime().
-		WithSysNanotime()
+		WithSysNanotime().
+		WithRandSource(rand.Reader)
 	// A start function runs inside InstantiateModule: give it the init
 	// deadline too.
 	watch.add()
@@ -116,6 +118,10 @@ func (in *Instance) Ping() error {
 	_, err := in.invoke("abi_version", in.abiVersion, in.m.cfg.CallTimeout)
 	return err
 }
+
+// MarkBroken discards the instance at its next return to the pool: the host
+// found its state inconsistent.
+func (in *Instance) MarkBroken() { in.broken = true }
 
 // Broken reports whether the instance failed and must be discarded.
 func (in *Instance) Broken() bool { return in.broken || in.expired.Load() }
@@ -311,24 +317,29 @@ func (in *Instance) Result(call string) (*abiv1.Result, error) {
 }
 
 // send writes a request and calls fn with its length.
-func (in *Instance) send(call string, fn api.Function, req []byte) (abiv1.Code, error) {
+func (in *Instance) send(call string, fn api.Function, req []byte, timeout time.Duration) (abiv1.Code, error) {
 	n, err := in.write(call, req)
 	if err != nil {
 		return abiv1.Code_CODE_INVALID, err
 	}
 	in.stack[0] = uint64(n)
-	v, err := in.invoke(call, fn, in.m.cfg.CallTimeout)
+	v, err := in.invoke(call, fn, timeout)
 	if err != nil {
 		return abiv1.Code_CODE_INVALID, err
 	}
 	return in.code(call, v)
 }
 
-// Sync sends a marshalled NodeSync.
-func (in *Instance) Sync(req []byte) (abiv1.Code, error) { return in.send("sync", in.syncFn, req) }
+// Sync sends a marshalled NodeSync. A full sync of a large cluster is bulk
+// work proportional to the cluster, so it runs under the init deadline.
+func (in *Instance) Sync(req []byte) (abiv1.Code, error) {
+	return in.send("sync", in.syncFn, req, in.m.cfg.InitTimeout)
+}
 
 // Cycle sends a marshalled CycleRequest; the code is PreFilter's.
-func (in *Instance) Cycle(req []byte) (abiv1.Code, error) { return in.send("cycle", in.cycle, req) }
+func (in *Instance) Cycle(req []byte) (abiv1.Code, error) {
+	return in.send("cycle", in.cycle, req, in.m.cfg.CallTimeout)
+}
 
 // Call sends a marshalled request for one of the message-carrying points.
 func (in *Instance) Call(point abiv1.Point, req []byte) (abiv1.Code, error) {
@@ -402,6 +413,7 @@ const (
 	KindInvalid  Kind = "invalid"  // the guest broke the ABI (bad code, bad message)
 	KindABI      Kind = "abi"      // incompatible ABI version
 	KindRejected Kind = "rejected" // the guest refused its settings
+	KindGuest    Kind = "guest"    // the guest answered Error: a failure it reported itself
 	KindBroken   Kind = "broken"   // the instance had already failed
 	KindClosed   Kind = "closed"   // the module was closed
 )

@@ -25,7 +25,8 @@ type PolicySpec struct {
 	Name     string
 	Wasm     []byte
 	Settings []byte
-	// Weight multiplies the policy's normalised score; 0 means 1.
+	// Weight weighs the policy's normalised score against the others' (the
+	// total is the weighted sum divided by the sum of weights); 0 means 1.
 	Weight int64
 	Engine engine.Config
 }
@@ -191,8 +192,10 @@ func (e *Evaluator) Evaluate(ctx context.Context, in Input) (*Report, error) {
 		}
 	}
 
-	// Score.
+	// Score: the weighted sum divided by the total weight, as the plugin
+	// combines them.
 	totals := make([]int64, len(nodes))
+	var weights int64
 	for j, p := range e.policies {
 		if !p.Implements(abiv1.Point_POINT_SCORE) || len(feasible) == 0 {
 			continue
@@ -240,9 +243,13 @@ func (e *Evaluator) Evaluate(ctx context.Context, in Input) (*Report, error) {
 			}
 			totals[i] += w * scores[k].Score
 		}
+		weights += w
 		feasible = stillFeasible(rep, feasible)
 	}
 	for _, i := range feasible {
+		if weights > 0 {
+			totals[i] /= weights
+		}
 		v := totals[i]
 		rep.Nodes[i].Score = &v
 	}

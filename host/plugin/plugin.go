@@ -2,8 +2,9 @@
 // kube-scheduler framework and WASM policies. It registers at every
 // extension point, pins the policy versions a pod's scheduling cycle starts
 // with for the whole cycle (binding included), composes several policies
-// (Filter passes only if all pass, Score is the weighted sum, Permit allows
-// only if all allow) and applies each policy's failurePolicy.
+// (Filter passes only if all pass, Score is the weighted sum normalised by
+// the total weight, Permit allows only if all allow) and applies each
+// policy's failurePolicy, also to a guest's own Error verdicts.
 //
 // It must never let a policy failure crash or stall the scheduler: every
 // error from a policy becomes a status on the pod concerned.
@@ -223,6 +224,16 @@ func (pl *Plugin) failed(ctx context.Context, e *entry, pt abiv1.Point, err erro
 	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: policy failed (failurePolicy Fail): %v", e.slot.Args.Name, err))
 }
 
+// guestFailure turns a guest's own Error verdict into a call error, so that
+// the failure policy applies to it as to a trap.
+func guestFailure(e *entry, pt abiv1.Point, s policy.Status) error {
+	if s.Code != abiv1.Code_CODE_ERROR {
+		return nil
+	}
+	return &engine.CallError{Policy: e.slot.Args.Name, Version: e.version.Version(), Call: engine.PointName(pt), Kind: engine.KindGuest,
+		Err: fmt.Errorf("policy reported an error: %s", strings.Join(s.Reasons, "; "))}
+}
+
 // toStatus converts a guest verdict.
 func toStatus(s policy.Status) *fwk.Status {
 	switch s.Code {
@@ -263,6 +274,9 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 			continue
 		}
 		res, err := timed(e, abiv1.Point_POINT_PRE_FILTER, func() (policy.PreFilterResult, error) { return e.version.PreFilter(ctx, st.cycle) })
+		if err == nil {
+			err = guestFailure(e, abiv1.Point_POINT_PRE_FILTER, res.Status)
+		}
 		if err != nil {
 			if s := pl.failed(ctx, e, abiv1.Point_POINT_PRE_FILTER, err); s != nil {
 				return nil, s.WithPlugin(Name)
@@ -310,6 +324,9 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, ni
 			continue
 		}
 		s, err := timed(e, abiv1.Point_POINT_FILTER, func() (policy.Status, error) { return e.version.Filter(ctx, st.cycle, ni) })
+		if err == nil {
+			err = guestFailure(e, abiv1.Point_POINT_FILTER, s)
+		}
 		if err != nil {
 			if fs := pl.failed(ctx, e, abiv1.Point_POINT_FILTER, err); fs != nil {
 				return fs
@@ -430,7 +447,9 @@ func (pl *Plugin) Score(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, ni 
 func (pl *Plugin) ScoreExtensions() fwk.ScoreExtensions { return pl }
 
 // NormalizeScore normalises each policy's scores (through the guest when it
-// exports NormalizeScore) and combines them: the weighted mean, in 0..100.
+// exports NormalizeScore) and combines them: the weighted sum divided by the
+// total weight, so the result stays in 0..100 and the plugin's own weight in
+// the profile scales it against the other plugins.
 func (pl *Plugin) NormalizeScore(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
 	st, err := getState(cs)
 	if err != nil {
@@ -468,14 +487,20 @@ func (pl *Plugin) NormalizeScore(ctx context.Context, cs fwk.CycleState, pod *v1
 				continue
 			}
 		}
-		for k, s := range ps {
+		var outOfRange error
+		for _, s := range ps {
 			if s.Score < fwk.MinNodeScore || s.Score > fwk.MaxNodeScore {
-				err := fmt.Errorf("%s: score %d for node %s is outside %d..%d", e.slot.Args.Name, s.Score, s.Name, fwk.MinNodeScore, fwk.MaxNodeScore)
-				if fs := pl.failed(ctx, e, abiv1.Point_POINT_SCORE, err); fs != nil {
-					return fwk.AsStatus(errors.New(fs.Message()))
-				}
+				outOfRange = fmt.Errorf("%s: score %d for node %s is outside %d..%d", e.slot.Args.Name, s.Score, s.Name, fwk.MinNodeScore, fwk.MaxNodeScore)
 				break
 			}
+		}
+		if outOfRange != nil {
+			if fs := pl.failed(ctx, e, abiv1.Point_POINT_SCORE, outOfRange); fs != nil {
+				return fwk.AsStatus(errors.New(fs.Message()))
+			}
+			continue // ignored: this policy does not count for this pod
+		}
+		for k, s := range ps {
 			totals[k] += e.slot.Args.Weight * s.Score
 		}
 		weights += e.slot.Args.Weight
@@ -562,6 +587,9 @@ func (pl *Plugin) Permit(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		res, err := timed(e, abiv1.Point_POINT_PERMIT, func() (policy.PermitResult, error) {
 			return e.version.Permit(ctx, st.cycle, ni, pl.waiting())
 		})
+		if err == nil {
+			err = guestFailure(e, abiv1.Point_POINT_PERMIT, res.Status)
+		}
 		if err != nil {
 			if fs := pl.failed(ctx, e, abiv1.Point_POINT_PERMIT, err); fs != nil {
 				verdict = fs
@@ -715,6 +743,9 @@ func (pl *Plugin) nodeCall(ctx context.Context, cs fwk.CycleState, pt abiv1.Poin
 			s, _, err := e.version.NodeCall(ctx, pt, st.cycle, ni, nil)
 			return s, err
 		})
+		if err == nil {
+			err = guestFailure(e, pt, s)
+		}
 		if err != nil {
 			if fs := pl.failed(ctx, e, pt, err); fs != nil {
 				return fs

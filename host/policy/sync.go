@@ -108,6 +108,7 @@ func (p *Policy) sendSync(m *member, req []byte, hs []int32, gens []int64) error
 		return err
 	}
 	if code != abiv1.Code_CODE_SUCCESS {
+		m.in.MarkBroken() // its snapshot is now unknown
 		return p.detailError(m, "sync", code)
 	}
 	p.stats.nodesSent.Add(int64(len(hs)))
