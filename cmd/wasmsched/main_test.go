@@ -124,3 +124,41 @@ func TestEvalBadInput(t *testing.T) {
 		})
 	}
 }
+
+// The eval example in the README is real: same command, same output.
+func TestREADMEEval(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(testwasm.Root(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(readme)
+	start := strings.Index(s, "bin/wasmsched eval --policy bin/policies/nodepin.wasm")
+	if start < 0 {
+		t.Fatal("README has no nodepin eval example")
+	}
+	block := s[start:]
+	out := block[strings.Index(block, "```\n```\n")+8:]
+	want := out[:strings.Index(out, "```")]
+
+	dir := t.TempDir()
+	wasm := filepath.Join(dir, "nodepin.wasm")
+	if err := os.WriteFile(wasm, testwasm.Bytes(t, "examples/nodepin"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := testwasm.Root(t)
+	code, got, errs := runCLI("eval", "--policy", wasm, "--config", filepath.Join(root, "examples/nodepin/testdata/settings.json"),
+		"--pod", filepath.Join(root, "examples/nodepin/testdata/pod.yaml"), "--nodes", filepath.Join(root, "examples/nodepin/testdata/nodes.yaml"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	trim := func(s string) string {
+		lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+		for i := range lines {
+			lines[i] = strings.TrimRight(lines[i], " ")
+		}
+		return strings.Join(lines, "\n")
+	}
+	if trim(got) != trim(want) {
+		t.Fatalf("README shows\n%s\nthe command prints\n%s", want, got)
+	}
+}
