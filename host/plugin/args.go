@@ -3,6 +3,8 @@ package plugin
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -29,6 +31,9 @@ import (
 //	      settings: {strategy: binpack}
 type Args struct {
 	metav1.TypeMeta `json:",inline"`
+	// Namespace holds the policies' ConfigMaps and the status ConfigMap
+	// (default: $POD_NAMESPACE, else wasmsched-system).
+	Namespace string `json:"namespace,omitempty"`
 	// Policies run in order: Filter stops at the first rejection.
 	Policies []PolicyArgs `json:"policies"`
 }
@@ -53,13 +58,44 @@ type PolicyArgs struct {
 	MaxInstances int `json:"maxInstances,omitempty"`
 	// Settings are passed to the policy as JSON, verbatim.
 	Settings json.RawMessage `json:"settings,omitempty"`
+	// Mode is Enforce (default) or Shadow: a shadow policy runs beside the
+	// enforcing policy named by Shadows, never affects placement, and the
+	// verdicts where the two disagree are counted and logged.
+	Mode    Mode   `json:"mode,omitempty"`
+	Shadows string `json:"shadows,omitempty"`
+	// OnDelete says what happens when the policy's source disappears (its
+	// ConfigMaps deleted): Keep (default) keeps the last good version and
+	// warns; Deactivate stops applying the policy.
+	OnDelete OnDelete `json:"onDelete,omitempty"`
 }
 
-// Source locates a module. Exactly one field is set.
+// Source locates a module. Exactly one of File, ConfigMap and URL is set.
 type Source struct {
-	// File is a path on the scheduler's file system.
+	// File is a path on the scheduler's file system, watched for changes.
 	File string `json:"file,omitempty"`
+	// ConfigMap is the policy name of ConfigMaps written by `wasmsched
+	// pack`/`push` in Args.Namespace, watched through the API.
+	ConfigMap string `json:"configMap,omitempty"`
+	// URL is an https:// address, fetched once and pinned by SHA256.
+	URL    string `json:"url,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
 }
+
+// Mode is Enforce or Shadow.
+type Mode string
+
+const (
+	ModeEnforce Mode = "Enforce"
+	ModeShadow  Mode = "Shadow"
+)
+
+// OnDelete is Keep or Deactivate.
+type OnDelete string
+
+const (
+	OnDeleteKeep       OnDelete = "Keep"
+	OnDeleteDeactivate OnDelete = "Deactivate"
+)
 
 // FailurePolicy is Fail or Ignore.
 type FailurePolicy string
@@ -70,9 +106,10 @@ const (
 )
 
 const (
-	defaultWeight  = 1
-	maxWeight      = 100
-	defaultTimeout = engine.DefaultCallTimeout
+	defaultNamespace = "wasmsched-system"
+	defaultWeight    = 1
+	maxWeight        = 100
+	defaultTimeout   = engine.DefaultCallTimeout
 )
 
 // DecodeArgs decodes, defaults and validates plugin arguments.
@@ -94,6 +131,12 @@ func DecodeArgs(obj runtime.Object) (*Args, error) {
 
 // SetDefaults fills in unset fields.
 func SetDefaults(a *Args) {
+	if a.Namespace == "" {
+		a.Namespace = os.Getenv("POD_NAMESPACE")
+	}
+	if a.Namespace == "" {
+		a.Namespace = defaultNamespace
+	}
 	for i := range a.Policies {
 		p := &a.Policies[i]
 		if p.Weight == 0 {
@@ -108,6 +151,12 @@ func SetDefaults(a *Args) {
 		if p.MemoryLimit == nil {
 			q := resource.NewQuantity(engine.DefaultMemoryLimit, resource.BinarySI)
 			p.MemoryLimit = q
+		}
+		if p.Mode == "" {
+			p.Mode = ModeEnforce
+		}
+		if p.OnDelete == "" {
+			p.OnDelete = OnDeleteKeep
 		}
 	}
 }
@@ -129,8 +178,36 @@ func Validate(a *Args) field.ErrorList {
 			errs = append(errs, field.Duplicate(path.Child("name"), p.Name))
 		}
 		seen[p.Name] = true
-		if p.Source.File == "" {
-			errs = append(errs, field.Required(path.Child("source", "file"), "a module file is needed"))
+		switch n := countSet(p.Source.File, p.Source.ConfigMap, p.Source.URL); {
+		case n == 0:
+			errs = append(errs, field.Required(path.Child("source"), "one of file, configMap or url is needed"))
+		case n > 1:
+			errs = append(errs, field.Invalid(path.Child("source"), p.Source, "only one of file, configMap and url may be set"))
+		}
+		if p.Source.URL != "" {
+			if !strings.HasPrefix(p.Source.URL, "https://") {
+				errs = append(errs, field.Invalid(path.Child("source", "url"), p.Source.URL, "must be an https:// URL"))
+			}
+			if len(p.Source.SHA256) != 64 {
+				errs = append(errs, field.Required(path.Child("source", "sha256"), "a URL source must be pinned by the module's sha256 (64 hex digits)"))
+			}
+		} else if p.Source.SHA256 != "" {
+			errs = append(errs, field.Invalid(path.Child("source", "sha256"), p.Source.SHA256, "only meaningful with url"))
+		}
+		switch p.Mode {
+		case ModeEnforce:
+			if p.Shadows != "" {
+				errs = append(errs, field.Invalid(path.Child("shadows"), p.Shadows, "only a Shadow policy shadows another"))
+			}
+		case ModeShadow:
+			if p.Shadows == "" {
+				errs = append(errs, field.Required(path.Child("shadows"), "a Shadow policy names the enforcing policy it runs beside"))
+			}
+		default:
+			errs = append(errs, field.NotSupported(path.Child("mode"), p.Mode, []Mode{ModeEnforce, ModeShadow}))
+		}
+		if p.OnDelete != OnDeleteKeep && p.OnDelete != OnDeleteDeactivate {
+			errs = append(errs, field.NotSupported(path.Child("onDelete"), p.OnDelete, []OnDelete{OnDeleteKeep, OnDeleteDeactivate}))
 		}
 		if p.Weight < 1 || p.Weight > maxWeight {
 			errs = append(errs, field.Invalid(path.Child("weight"), p.Weight, fmt.Sprintf("must be in 1..%d", maxWeight)))
@@ -153,7 +230,29 @@ func Validate(a *Args) field.ErrorList {
 			errs = append(errs, field.Invalid(path.Child("settings"), string(p.Settings), "must be valid JSON"))
 		}
 	}
+	for i, p := range a.Policies {
+		if p.Mode != ModeShadow || p.Shadows == "" {
+			continue
+		}
+		ok := false
+		for _, q := range a.Policies {
+			ok = ok || (q.Name == p.Shadows && q.Mode == ModeEnforce)
+		}
+		if !ok {
+			errs = append(errs, field.Invalid(root.Index(i).Child("shadows"), p.Shadows, "must name an enforcing policy of this list"))
+		}
+	}
 	return errs
+}
+
+func countSet(vals ...string) int {
+	n := 0
+	for _, v := range vals {
+		if v != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // engineConfig turns the arguments into the sandbox configuration.

@@ -42,11 +42,38 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"policy"})
 
+	reloadsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "policy_reloads_total",
+		Help:           "Policy version changes by policy and result: success (swapped in), rejected (the upload was refused, the current version keeps serving), deleted (the source disappeared).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"policy", "result"})
+	reloadDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Subsystem:      subsystem,
+		Name:           "policy_reload_duration_seconds",
+		Help:           "Time to validate and swap in a new policy version, from its bytes to serving.",
+		Buckets:        metrics.ExponentialBuckets(0.005, 2, 12),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"policy"})
+	shadowDisagreements = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "shadow_disagreements_total",
+		Help:           "Filter verdicts where a shadow policy disagreed with the enforcing policy it runs beside.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"policy", "shadow", "point"})
+	shadowComparisons = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "shadow_comparisons_total",
+		Help:           "Filter verdicts compared between a shadow policy and its enforcing policy.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"policy", "shadow", "point"})
+
 	registerOnce sync.Once
 )
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(callsTotal, errorsTotal, callDuration, activeVersion, instancesGauge)
+		legacyregistry.MustRegister(callsTotal, errorsTotal, callDuration, activeVersion, instancesGauge,
+			reloadsTotal, reloadDuration, shadowDisagreements, shadowComparisons)
 	})
 }

@@ -14,15 +14,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -43,6 +44,10 @@ const maxPermitWait = 15 * time.Minute
 type Plugin struct {
 	handle fwk.Handle
 	slots  []*Slot
+	// shadows maps an enforcing slot to the shadow slot beside it.
+	shadows map[*Slot]*Slot
+	status  *statusWriter
+	stop    context.CancelFunc
 	// waits: pod UID -> *waitSet, the policies a pod parked at Permit waits
 	// for.
 	waits sync.Map
@@ -65,10 +70,21 @@ var (
 // Slot is one configured policy and the version it currently runs. The
 // version can be swapped at any time (hot reload); a cycle keeps the
 // version it started with.
+//
+// Its methods are safe for concurrent use.
 type Slot struct {
 	Args    PolicyArgs
 	current atomic.Pointer[policy.Policy]
 	metrics map[abiv1.Point]*pointMetrics
+
+	namespace string
+	recorder  events.EventRecorder
+	onChange  func()
+	// onSwap runs after a new version (or none) replaced a served one.
+	onSwap func()
+
+	mu     sync.Mutex
+	status SlotStatus
 }
 
 // Current returns the version the slot runs now.
@@ -80,11 +96,16 @@ func (s *Slot) Swap(p *policy.Policy) *policy.Policy {
 	if old != nil {
 		activeVersion.DeleteLabelValues(s.Args.Name, old.Digest())
 	}
-	activeVersion.WithLabelValues(s.Args.Name, p.Digest()).Set(1)
+	if p != nil {
+		activeVersion.WithLabelValues(s.Args.Name, p.Digest()).Set(1)
+	}
 	return old
 }
 
-// New is the plugin factory registered with the scheduler.
+// New is the plugin factory registered with the scheduler. It starts every
+// policy's source and waits for its first version: a policy that cannot be
+// loaded stops the scheduler from starting, naming the policy and why.
+// Later versions are loaded and swapped in as the sources deliver them.
 func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	args, err := DecodeArgs(obj)
 	if err != nil {
@@ -92,23 +113,63 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	registerMetrics()
 	logger := klog.FromContext(ctx).WithName(Name)
-	pl := &Plugin{handle: h}
+	// Sources live as long as the scheduler process; the framework gives
+	// plugins no close hook.
+	runCtx, cancel := context.WithCancel(context.Background())
+	pl := &Plugin{handle: h, stop: cancel}
+	pl.status = newStatusWriter(h, args.Namespace, profileName(h))
 	for _, pa := range args.Policies {
-		slot := &Slot{Args: pa, metrics: newPointMetrics(pa.Name)}
-		wasm, err := os.ReadFile(pa.Source.File)
-		if err != nil {
-			pl.close()
-			return nil, fmt.Errorf("policy %s: read module: %w", pa.Name, err)
-		}
-		p, err := loadVersion(ctx, logger, pa, wasm)
-		if err != nil {
-			pl.close()
+		slot := &Slot{Args: pa, metrics: newPointMetrics(pa.Name), namespace: args.Namespace, recorder: h.EventRecorder(),
+			onChange: pl.status.touch, onSwap: pl.requeue}
+		slot.status = SlotStatus{Policy: pa.Name, Mode: pa.Mode}
+		pl.slots = append(pl.slots, slot)
+		pl.status.add(slot)
+		if err := slot.start(runCtx, logger, newSource(pa, h, args.Namespace)); err != nil {
+			cancel()
+			retireAll(pl.slots)
 			return nil, err
 		}
-		slot.Swap(p)
-		pl.slots = append(pl.slots, slot)
 	}
+	pl.shadows = map[*Slot]*Slot{}
+	for _, sh := range pl.slots {
+		if sh.Args.Mode != ModeShadow {
+			continue
+		}
+		for _, e := range pl.slots {
+			if e.Args.Name == sh.Args.Shadows {
+				pl.shadows[e] = sh
+			}
+		}
+	}
+	go pl.status.run(runCtx)
 	return pl, nil
+}
+
+// profileName is the scheduler profile the plugin serves.
+func profileName(h fwk.Handle) string {
+	if h == nil {
+		return ""
+	}
+	return h.ProfileName()
+}
+
+// requeue moves this profile's pending pods back to the active queue after a
+// policy changed: a verdict of the old version may not hold any more, and
+// no cluster event would otherwise retry them before the periodic flush.
+func (pl *Plugin) requeue() {
+	pods, err := pl.handle.SharedInformerFactory().Core().V1().Pods().Lister().List(labels.Everything())
+	if err != nil {
+		return
+	}
+	pending := map[string]*v1.Pod{}
+	for _, p := range pods {
+		if p.Spec.NodeName == "" && p.Spec.SchedulerName == pl.handle.ProfileName() && p.DeletionTimestamp == nil {
+			pending[p.Namespace+"/"+p.Name] = p
+		}
+	}
+	if len(pending) > 0 {
+		pl.handle.Activate(klog.Background(), pending)
+	}
 }
 
 // loadVersion compiles, validates and starts a policy version.
@@ -146,14 +207,6 @@ func pointList(p *policy.Policy) string {
 	return strings.Join(out, ",")
 }
 
-func (pl *Plugin) close() {
-	for _, s := range pl.slots {
-		if p := s.Current(); p != nil {
-			_ = p.Close(context.Background())
-		}
-	}
-}
-
 // Slots returns the configured policies, in order.
 func (pl *Plugin) Slots() []*Slot { return pl.slots }
 
@@ -185,6 +238,12 @@ type entry struct {
 	// skipFilter: PreFilter returned Skip.
 	skipFilter bool
 	scores     []int64
+	// shadow is the shadow policy compared with this one, if any.
+	shadow *entry
+	// For a shadow entry: its PreFilter, run once per cycle.
+	preFilterOnce sync.Once
+	shadowSkip    bool
+	shadowPre     *policy.Status
 }
 
 // Clone implements fwk.StateData. The state is shared by clones: it is
@@ -259,7 +318,20 @@ func toStatus(s policy.Status) *fwk.Status {
 func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	st := &cycleState{cycle: policy.NewCycle(pod, nodes)}
 	for _, s := range pl.slots {
-		st.entries = append(st.entries, &entry{slot: s, version: s.Current()})
+		if s.Args.Mode == ModeShadow {
+			continue
+		}
+		v := s.Current()
+		if v == nil {
+			continue // deactivated
+		}
+		e := &entry{slot: s, version: v}
+		if sh := pl.shadows[s]; sh != nil {
+			if sv := sh.Current(); sv != nil {
+				e.shadow = &entry{slot: sh, version: sv}
+			}
+		}
+		st.entries = append(st.entries, e)
 	}
 	cs.Write(stateKey, st)
 
@@ -326,6 +398,9 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, ni
 		s, err := timed(e, abiv1.Point_POINT_FILTER, func() (policy.Status, error) { return e.version.Filter(ctx, st.cycle, ni) })
 		if err == nil {
 			err = guestFailure(e, abiv1.Point_POINT_FILTER, s)
+		}
+		if e.shadow != nil {
+			pl.compareShadow(ctx, st, e, ni, s, err)
 		}
 		if err != nil {
 			if fs := pl.failed(ctx, e, abiv1.Point_POINT_FILTER, err); fs != nil {

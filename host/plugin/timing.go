@@ -32,8 +32,8 @@ func newPointMetrics(policyName string) map[abiv1.Point]*pointMetrics {
 	return out
 }
 
-// succeeded is implemented by results that carry a verdict.
-type verdict interface{ IsSuccess() bool }
+// successer is implemented by results that carry a verdict.
+type successer interface{ IsSuccess() bool }
 
 // timed runs one policy call and records its count and latency.
 func timed[T any](e *entry, pt abiv1.Point, call func() (T, error)) (T, error) {
@@ -42,7 +42,7 @@ func timed[T any](e *entry, pt abiv1.Point, call func() (T, error)) (T, error) {
 	v, err := call()
 	m.duration.Observe(time.Since(start).Seconds())
 	if err == nil {
-		if vd, ok := any(v).(verdict); ok && !vd.IsSuccess() {
+		if vd, ok := any(v).(successer); ok && !vd.IsSuccess() {
 			m.rejected.Inc()
 		} else {
 			m.success.Inc()

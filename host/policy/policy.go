@@ -166,6 +166,36 @@ func (p *Policy) GuestMemory() []uint32 {
 	return out
 }
 
+// Usage reports how many calls have taken an instance and how many are in
+// flight now; see Retire.
+func (p *Policy) Usage() (calls uint64, inFlight int) { return p.pool.Usage() }
+
+// Retire closes a version that has been replaced, once nothing uses it: no
+// call in flight and no new call for idle, checked every poll, or after max
+// at the latest (cycles still pinned to it then fail their calls, and the
+// failure policy applies). It blocks; run it in its own goroutine.
+func (p *Policy) Retire(ctx context.Context, idle, poll, maxWait time.Duration) error {
+	deadline := time.Now().Add(maxWait)
+	last, _ := p.Usage()
+	quiet := time.Duration(0)
+	for quiet < idle && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return p.Close(context.Background())
+		case <-time.After(poll):
+		}
+		calls, busy := p.Usage()
+		if calls == last && busy == 0 {
+			quiet += poll
+		} else {
+			quiet, last = 0, calls
+		}
+	}
+	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return p.Close(closeCtx)
+}
+
 // Ping makes an empty call on an instance.
 func (p *Policy) Ping(ctx context.Context) error {
 	return p.with(ctx, func(m *member) error { return m.in.Ping() })

@@ -26,6 +26,7 @@ type Pool[T any] struct {
 	size    int // objects in existence: idle + handed out + being created
 	waiters []chan T
 	closed  bool
+	gets    uint64 // successful Gets, to tell whether the pool is still used
 }
 
 // New returns a pool creating objects with newFn and destroying them with
@@ -55,11 +56,13 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 	if n := len(p.idle); n > 0 {
 		t := p.idle[n-1]
 		p.idle = p.idle[:n-1]
+		p.gets++
 		p.mu.Unlock()
 		return t, nil
 	}
 	if p.size < p.max {
 		p.size++
+		p.gets++
 		p.mu.Unlock()
 		t, err := p.newFn(ctx)
 		if err != nil {
@@ -135,6 +138,15 @@ func (p *Pool[T]) wakeCreatorLocked() {
 		close(p.waiters[0])
 		p.waiters = p.waiters[1:]
 	}
+}
+
+// Usage returns how many Gets have succeeded and how many objects are
+// handed out now: a pool whose Gets stop changing with nothing handed out
+// is no longer used.
+func (p *Pool[T]) Usage() (gets uint64, busy int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.gets, p.size - len(p.idle)
 }
 
 // Size returns how many objects exist.

@@ -43,12 +43,22 @@ type policy struct {
 	Weight        int
 	FailurePolicy string
 	Timeout       string
+	ConfigMap     string // source: ConfigMaps of this policy name instead of Package
+	Mode, Shadows string
+	OnDelete      string
 }
 
 func (p policy) args(t *testing.T) map[string]any {
-	a := map[string]any{
-		"name":   p.Name,
-		"source": map[string]any{"file": testwasm.Path(t, p.Package)},
+	a := map[string]any{"name": p.Name}
+	if p.ConfigMap != "" {
+		a["source"] = map[string]any{"configMap": p.ConfigMap}
+	} else {
+		a["source"] = map[string]any{"file": testwasm.Path(t, p.Package)}
+	}
+	for k, v := range map[string]string{"mode": p.Mode, "shadows": p.Shadows, "onDelete": p.OnDelete} {
+		if v != "" {
+			a[k] = v
+		}
 	}
 	if p.Settings != "" {
 		a["settings"] = json.RawMessage(p.Settings)
@@ -64,6 +74,9 @@ func (p policy) args(t *testing.T) map[string]any {
 	}
 	return a
 }
+
+// policyNamespace holds policy ConfigMaps in the tests.
+const policyNamespace = "wasmsched-system"
 
 // cluster is a control plane and a scheduler for one test.
 type cluster struct {
@@ -92,7 +105,7 @@ func schedulerConfig(t *testing.T, dir, kubeconfig string, policies []policy) st
 		"profiles": []any{map[string]any{
 			"schedulerName": "default-scheduler",
 			"plugins":       map[string]any{"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": plugin.Name, "weight": 50}}}},
-			"pluginConfig":  []any{map[string]any{"name": plugin.Name, "args": map[string]any{"policies": args}}},
+			"pluginConfig":  []any{map[string]any{"name": plugin.Name, "args": map[string]any{"namespace": policyNamespace, "policies": args}}},
 		}},
 	}
 	b, err := yaml.Marshal(cfg)

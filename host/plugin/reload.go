@@ -1,0 +1,241 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/host/source"
+)
+
+// Timing of reloads, variables so tests can shorten them.
+var (
+	// startupTimeout bounds the wait for a policy's first version.
+	startupTimeout = 60 * time.Second
+	// retireIdle is how long a replaced version must go unused before it
+	// is closed; retireMax forces it (a pod may wait at Permit up to
+	// maxPermitWait on the version it started with).
+	retireIdle = 5 * time.Second
+	retirePoll = 500 * time.Millisecond
+	retireMax  = maxPermitWait + time.Minute
+	filePoll   = time.Second
+)
+
+// SlotStatus is what a slot reports: the version it runs and the last
+// upload it refused.
+type SlotStatus struct {
+	Policy   string    `json:"policy"`
+	Mode     Mode      `json:"mode"`
+	Digest   string    `json:"digest,omitempty"`
+	Origin   string    `json:"origin,omitempty"`
+	LoadedAt time.Time `json:"loadedAt,omitempty"`
+	Active   bool      `json:"active"`
+	Reloads  int       `json:"reloads"`
+	// LastRejected is the last version (or source state) refused, and why.
+	LastRejected *Rejection `json:"lastRejected,omitempty"`
+}
+
+// Rejection is a refused upload.
+type Rejection struct {
+	Digest string    `json:"digest,omitempty"`
+	At     time.Time `json:"at"`
+	Error  string    `json:"error"`
+}
+
+// newSource builds the source a slot's arguments describe.
+func newSource(pa PolicyArgs, h fwk.Handle, namespace string) source.Source {
+	switch {
+	case pa.Source.ConfigMap != "":
+		return source.NewConfigMaps(h.ClientSet(), namespace, pa.Source.ConfigMap)
+	case pa.Source.URL != "":
+		return source.NewURL(pa.Source.URL, pa.Source.SHA256, http.DefaultClient)
+	}
+	return source.NewFile(pa.Source.File, filePoll)
+}
+
+// start runs the slot's source for the life of ctx and waits for the first
+// version: a policy that cannot load at start-up stops the scheduler from
+// starting, with the reason.
+func (s *Slot) start(ctx context.Context, logger klog.Logger, src source.Source) error {
+	first := make(chan error, 1)
+	var once sync.Once
+	report := func(err error) { once.Do(func() { first <- err }) }
+	go src.Run(ctx, source.Handlers{
+		Version: func(v source.Version) { report(s.install(ctx, logger, v)) },
+		Error: func(err error) {
+			s.reject("", err)
+			report(err)
+		},
+		Deleted: func() {
+			if s.Current() == nil {
+				report(fmt.Errorf("policy %s: %s does not exist", s.Args.Name, describeSource(s.Args.Source)))
+				return
+			}
+			s.deleted(logger)
+		},
+	})
+	select {
+	case err := <-first:
+		if err != nil && s.Current() == nil {
+			return err
+		}
+		return nil
+	case <-time.After(startupTimeout):
+		return fmt.Errorf("policy %s: no version from %s within %v", s.Args.Name, describeSource(s.Args.Source), startupTimeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func describeSource(src Source) string {
+	switch {
+	case src.ConfigMap != "":
+		return "configMap " + src.ConfigMap
+	case src.URL != "":
+		return "url " + src.URL
+	}
+	return "file " + src.File
+}
+
+// install validates a version off the scheduling path (compile, start,
+// initialise with the settings) and swaps it in atomically. The previous
+// version keeps serving the cycles pinned to it and is closed once unused.
+// A version that fails validation is refused and the current one keeps
+// serving.
+func (s *Slot) install(ctx context.Context, logger klog.Logger, v source.Version) error {
+	if cur := s.Current(); cur != nil && cur.Digest() == v.Digest {
+		return nil
+	}
+	start := time.Now()
+	p, err := loadVersion(ctx, logger, s.Args, v.Module)
+	if err != nil {
+		s.reject(v.Digest, err)
+		return err
+	}
+	old := s.Swap(p)
+	reloadDuration.WithLabelValues(s.Args.Name).Observe(time.Since(start).Seconds())
+	reloadsTotal.WithLabelValues(s.Args.Name, "success").Inc()
+	s.mu.Lock()
+	s.status.Digest, s.status.Origin, s.status.LoadedAt, s.status.Active = p.Digest(), v.Origin, p.LoadedAt(), true
+	if old != nil {
+		s.status.Reloads++
+	}
+	s.mu.Unlock()
+	s.changed()
+	if old != nil && s.onSwap != nil {
+		s.onSwap()
+	}
+	if old != nil {
+		logger.Info("Policy version swapped", "policy", s.Args.Name, "from", old.Digest(), "to", p.Digest(), "origin", v.Origin, "duration", time.Since(start))
+		go func() {
+			_ = old.Retire(context.Background(), retireIdle, retirePoll, retireMax)
+			logger.V(2).Info("Policy version retired", "policy", s.Args.Name, "digest", old.Digest())
+		}()
+	}
+	return nil
+}
+
+// reject records a refused upload: log, metric, an Event on the ConfigMap
+// concerned, and the status. The current version keeps serving.
+func (s *Slot) reject(digest string, err error) {
+	reloadsTotal.WithLabelValues(s.Args.Name, "rejected").Inc()
+	klog.Background().WithName(Name).Error(err, "Policy upload rejected; the current version keeps serving", "policy", s.Args.Name, "digest", digest, "current", s.currentDigest())
+	s.mu.Lock()
+	s.status.LastRejected = &Rejection{Digest: digest, At: time.Now(), Error: err.Error()}
+	s.mu.Unlock()
+	s.event(err)
+	s.changed()
+}
+
+// event posts a Warning Event on the ConfigMap an error concerns (the chunk
+// at fault, or the policy's first chunk).
+func (s *Slot) event(err error) {
+	if s.recorder == nil || s.Args.Source.ConfigMap == "" {
+		return
+	}
+	name := s.Args.Source.ConfigMap + "-0"
+	var ce *source.ChunkError
+	if errors.As(err, &ce) {
+		if i := strings.LastIndex(ce.ConfigMap, "/"); i >= 0 {
+			name = ce.ConfigMap[i+1:]
+		} else {
+			name = ce.ConfigMap
+		}
+	}
+	ref := &v1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: s.namespace, Name: name}
+	s.recorder.Eventf(ref, nil, v1.EventTypeWarning, "PolicyRejected", "Load", "policy %s: upload rejected, version %s keeps serving: %v", s.Args.Name, short(s.currentDigest()), err)
+}
+
+// deleted handles the disappearance of the policy's source.
+func (s *Slot) deleted(logger klog.Logger) {
+	if s.Args.OnDelete == OnDeleteDeactivate {
+		old := s.current.Swap(nil)
+		if old != nil {
+			activeVersion.DeleteLabelValues(s.Args.Name, old.Digest())
+			go func() { _ = old.Retire(context.Background(), retireIdle, retirePoll, retireMax) }()
+		}
+		s.mu.Lock()
+		s.status.Active = false
+		s.mu.Unlock()
+		if s.onSwap != nil {
+			s.onSwap()
+		}
+		logger.Info("Policy source deleted: policy deactivated (onDelete: Deactivate)", "policy", s.Args.Name)
+	} else {
+		logger.Info("Policy source deleted: keeping the last good version (onDelete: Keep)", "policy", s.Args.Name, "digest", s.currentDigest())
+	}
+	reloadsTotal.WithLabelValues(s.Args.Name, "deleted").Inc()
+	s.changed()
+}
+
+func (s *Slot) currentDigest() string {
+	if p := s.Current(); p != nil {
+		return p.Digest()
+	}
+	return ""
+}
+
+func short(d string) string {
+	if len(d) > 12 {
+		return d[:12]
+	}
+	if d == "" {
+		return "(none)"
+	}
+	return d
+}
+
+// Status returns a copy of the slot's status.
+func (s *Slot) Status() SlotStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.status
+	if st.LastRejected != nil {
+		r := *st.LastRejected
+		st.LastRejected = &r
+	}
+	return st
+}
+
+func (s *Slot) changed() {
+	if s.onChange != nil {
+		s.onChange()
+	}
+}
+
+// retireAll closes every slot's version (plugin shutdown).
+func retireAll(slots []*Slot) {
+	for _, s := range slots {
+		if p := s.current.Swap(nil); p != nil {
+			_ = p.Close(context.Background())
+		}
+	}
+}

@@ -1,0 +1,132 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"regexp"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// StatusConfigMap is the ConfigMap, in the plugin's namespace, where every
+// scheduler replica publishes what each policy runs (read by `wasmsched
+// status`). Each replica and profile writes its own key.
+const StatusConfigMap = "wasmsched-status"
+
+// Status is one replica's and profile's report.
+type Status struct {
+	Replica  string       `json:"replica"`
+	Profile  string       `json:"profile"`
+	Updated  time.Time    `json:"updated"`
+	Policies []SlotStatus `json:"policies"`
+}
+
+// statusWriter publishes slot statuses, at most about once a second.
+type statusWriter struct {
+	client    kubernetes.Interface
+	namespace string
+	key       string
+	replica   string
+	profile   string
+
+	mu    sync.Mutex
+	slots []*Slot
+	dirty chan struct{}
+}
+
+var unsafeKey = regexp.MustCompile(`[^-._a-zA-Z0-9]+`)
+
+func newStatusWriter(h fwk.Handle, namespace, profile string) *statusWriter {
+	host, _ := os.Hostname()
+	w := &statusWriter{namespace: namespace, replica: host, profile: profile, dirty: make(chan struct{}, 1)}
+	if h != nil {
+		w.client = h.ClientSet()
+	}
+	w.key = unsafeKey.ReplaceAllString(host+"."+profile, "_") + ".json"
+	return w
+}
+
+func (w *statusWriter) add(s *Slot) {
+	w.mu.Lock()
+	w.slots = append(w.slots, s)
+	w.mu.Unlock()
+}
+
+// touch asks for a write.
+func (w *statusWriter) touch() {
+	select {
+	case w.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// Snapshot returns the current report.
+func (w *statusWriter) Snapshot() Status {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := Status{Replica: w.replica, Profile: w.profile, Updated: time.Now().UTC()}
+	for _, s := range w.slots {
+		st.Policies = append(st.Policies, s.Status())
+	}
+	return st
+}
+
+func (w *statusWriter) run(ctx context.Context) {
+	if w.client == nil {
+		return
+	}
+	w.touch()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.dirty:
+		}
+		if err := w.write(ctx); err != nil {
+			klog.FromContext(ctx).V(2).Info("Could not publish policy status", "configMap", w.namespace+"/"+StatusConfigMap, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (w *statusWriter) write(ctx context.Context) error {
+	b, err := json.MarshalIndent(w.Snapshot(), "", "  ")
+	if err != nil {
+		return err
+	}
+	cms := w.client.CoreV1().ConfigMaps(w.namespace)
+	for attempt := 0; attempt < 3; attempt++ {
+		cm, err := cms.Get(ctx, StatusConfigMap, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			cm = &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: StatusConfigMap, Namespace: w.namespace,
+				Labels: map[string]string{"app.kubernetes.io/managed-by": "wasmsched"}}, Data: map[string]string{w.key: string(b)}}
+			if _, err = cms.Create(ctx, cm, metav1.CreateOptions{}); err == nil || !apierrors.IsAlreadyExists(err) {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data[w.key] = string(b)
+		if _, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err == nil || !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,64 @@
+package source
+
+import "context"
+
+// A Version is one verified module version.
+type Version struct {
+	// Module is the module's bytes. The receiver owns them: no source keeps
+	// or changes them after delivery.
+	Module []byte
+	// Digest is the hex sha256 of Module, the same as the engine's digest.
+	Digest string
+	// Origin says where the version came from, for logs and events:
+	// "configmap wasmsched-system/gpu-0..1", "file /etc/wasmsched/gpu.wasm",
+	// "url https://example.com/gpu.wasm".
+	Origin string
+}
+
+// Handlers receive what a [Source] finds. A nil field ignores that kind of
+// report. A source calls them on the goroutine that called Run, one at a
+// time and never after Run returns; a slow handler delays the source's next
+// look, it does not lose a change (changes that happen meanwhile are
+// coalesced into the newest state).
+type Handlers struct {
+	// Version receives a new verified version: the current one first, then
+	// each one whose digest differs from the last delivered.
+	Version func(Version)
+	// Error receives problems: an unreadable file, a missing or damaged
+	// chunk ([*ChunkError]), a digest mismatch, a failed download. The
+	// source keeps watching; the last delivered version stays the current
+	// one.
+	Error func(error)
+	// Deleted reports that the module is gone: no ConfigMap of the policy
+	// exists (at start, or after the last one was deleted). Only the
+	// ConfigMap source calls it; a file that disappears is an Error. After
+	// Deleted, the next version found is delivered even if its digest is
+	// the last delivered one.
+	Deleted func()
+}
+
+// A Source delivers the versions of one policy's module.
+type Source interface {
+	// Run watches the source and reports to h until ctx is done, then
+	// returns, once every goroutine it started has ended. Run may be called
+	// once per Source.
+	Run(ctx context.Context, h Handlers)
+}
+
+func (h Handlers) version(v Version) {
+	if h.Version != nil {
+		h.Version(v)
+	}
+}
+
+func (h Handlers) error(err error) {
+	if h.Error != nil {
+		h.Error(err)
+	}
+}
+
+func (h Handlers) deleted() {
+	if h.Deleted != nil {
+		h.Deleted()
+	}
+}

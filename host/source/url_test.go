@@ -1,0 +1,122 @@
+package source
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestURL(t *testing.T) {
+	module := fakeModule(1, 5000)
+	var hits atomic.Int32
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		switch r.URL.Path {
+		case "/gpu.wasm":
+			w.Write(module)
+		case "/flaky.wasm":
+			if hits.Load() < 3 {
+				http.Error(w, "try later", http.StatusServiceUnavailable)
+				return
+			}
+			w.Write(module)
+		case "/http":
+			http.Redirect(w, r, "http://example.com/gpu.wasm", http.StatusFound)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	digest := Digest(module)
+
+	t.Run("right pin", func(t *testing.T) {
+		r := run(t, NewURL(srv.URL+"/gpu.wasm", strings.ToUpper(digest), srv.Client()))
+		seen := 0
+		e := r.next(t, &seen, 5*time.Second)
+		if e.version == nil || e.version.Digest != digest || string(e.version.Module) != string(module) || e.version.Origin != "url "+srv.URL+"/gpu.wasm" {
+			t.Fatalf("%s, want version %s", e, digest)
+		}
+		r.quiet(t, seen, 100*time.Millisecond)
+	})
+
+	t.Run("wrong pin", func(t *testing.T) {
+		wrong := Digest([]byte("other"))
+		src := NewURL(srv.URL+"/gpu.wasm", wrong, srv.Client())
+		src.(*urlSource).firstRetry = 20 * time.Millisecond
+		r := run(t, src)
+		seen := 0
+		want := fmt.Sprintf("url %s/gpu.wasm: sha256 mismatch: downloaded sha256 %s, pinned %s", srv.URL, digest, wrong)
+		for range 2 { // reported, retried, reported again; never delivered
+			if e := r.next(t, &seen, 5*time.Second); e.err == nil || e.err.Error() != want {
+				t.Fatalf("%s, want error %q", e, want)
+			}
+		}
+	})
+
+	t.Run("retries", func(t *testing.T) {
+		hits.Store(0)
+		src := NewURL(srv.URL+"/flaky.wasm", digest, srv.Client())
+		src.(*urlSource).firstRetry = 20 * time.Millisecond
+		r := run(t, src)
+		seen := 0
+		want := "url " + srv.URL + "/flaky.wasm: 503 Service Unavailable"
+		for range 2 {
+			if e := r.next(t, &seen, 5*time.Second); e.err == nil || e.err.Error() != want {
+				t.Fatalf("%s, want error %q", e, want)
+			}
+		}
+		if e := r.next(t, &seen, 5*time.Second); e.version == nil || e.version.Digest != digest {
+			t.Fatalf("%s, want the version after retries", e)
+		}
+	})
+
+	t.Run("redirect to http", func(t *testing.T) {
+		src := NewURL(srv.URL+"/http", digest, srv.Client())
+		src.(*urlSource).firstRetry = time.Hour
+		r := run(t, src)
+		seen := 0
+		want := "url " + srv.URL + "/http: redirect: url http://example.com/gpu.wasm: http is only allowed for localhost; use https"
+		if e := r.next(t, &seen, 5*time.Second); e.err == nil || e.err.Error() != want {
+			t.Fatalf("%s, want error %q", e, want)
+		}
+	})
+
+	t.Run("not found", func(t *testing.T) {
+		src := NewURL(srv.URL+"/nope.wasm", digest, srv.Client())
+		src.(*urlSource).firstRetry = time.Hour
+		r := run(t, src)
+		seen := 0
+		if e := r.next(t, &seen, 5*time.Second); e.err == nil || e.err.Error() != "url "+srv.URL+"/nope.wasm: 404 Not Found" {
+			t.Fatalf("%s", e)
+		}
+	})
+}
+
+func TestValidateURL(t *testing.T) {
+	d := Digest([]byte("x"))
+	for _, tc := range []struct{ url, sha, want string }{
+		{"https://example.com/gpu.wasm", d, ""},
+		{"http://127.0.0.1:8080/gpu.wasm", d, ""},
+		{"http://localhost/gpu.wasm", d, ""},
+		{"http://[::1]:80/gpu.wasm", d, ""},
+		{"http://example.com/gpu.wasm", d, "url http://example.com/gpu.wasm: http is only allowed for localhost; use https"},
+		{"ftp://example.com/gpu.wasm", d, `url "ftp://example.com/gpu.wasm": want an https:// URL`},
+		{"https://user:secret@example.com/gpu.wasm", "abc", `url https://user:xxxxx@example.com/gpu.wasm: sha256 "abc" is not a hex sha256`},
+		{"/etc/gpu.wasm", d, `url "/etc/gpu.wasm": want an https:// URL`},
+	} {
+		err := ValidateURL(tc.url, tc.sha)
+		if got := fmt.Sprint(err); (tc.want == "" && err != nil) || (tc.want != "" && got != tc.want) {
+			t.Errorf("ValidateURL(%q): %v, want %q", tc.url, err, tc.want)
+		}
+	}
+	// Run reports an invalid URL once and waits for its context.
+	r := run(t, NewURL("http://example.com/gpu.wasm", d, nil))
+	seen := 0
+	if e := r.next(t, &seen, 5*time.Second); e.err == nil {
+		t.Fatalf("%s, want an error", e)
+	}
+}

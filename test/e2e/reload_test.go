@@ -1,0 +1,215 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/wasmsched/wasmsched/host/plugin"
+	"github.com/wasmsched/wasmsched/host/source"
+	"github.com/wasmsched/wasmsched/internal/testwasm"
+)
+
+// upload writes a module as the ConfigMaps of policy, creating or updating
+// them, and returns its digest.
+func (c *cluster) upload(policy string, module []byte) string {
+	c.t.Helper()
+	cms, err := source.Pack(policy, policyNamespace, module)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, cm := range cms {
+		api := c.client.CoreV1().ConfigMaps(policyNamespace)
+		_, err := api.Create(ctx, cm, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			_, err = api.Update(ctx, cm, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			c.t.Fatalf("upload %s: %v", cm.Name, err)
+		}
+	}
+	return source.Digest(module)
+}
+
+// corrupt overwrites chunk 0's payload with garbage, keeping its
+// annotations, as a damaged upload would.
+func (c *cluster) corrupt(policy string) {
+	c.t.Helper()
+	api := c.client.CoreV1().ConfigMaps(policyNamespace)
+	cm, err := api.Get(context.Background(), source.ChunkName(policy, 0), metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cm.BinaryData[source.DataKey] = []byte("this is not a gzip stream")
+	if _, err := api.Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *cluster) namespace(name string) {
+	c.t.Helper()
+	_, err := c.client.CoreV1().Namespaces().Create(context.Background(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		c.t.Fatal(err)
+	}
+}
+
+// waitRejections waits for at least n PolicyRejected events in namespace.
+func (c *cluster) waitRejections(namespace string, n int, timeout time.Duration) {
+	c.t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		evs, err := c.client.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=PolicyRejected"})
+		if err != nil {
+			return false, err
+		}
+		count := 0
+		for _, e := range evs.Items {
+			count += max(1, int(e.Count))
+			if e.Series != nil {
+				count += int(e.Series.Count) - 1
+			}
+		}
+		return count >= n, nil
+	})
+	if err != nil {
+		c.t.Fatalf("fewer than %d PolicyRejected events within %v", n, timeout)
+	}
+}
+
+// waitActive waits until the published status shows digest for policy.
+func (c *cluster) waitActive(policy, digest string, timeout time.Duration) time.Duration {
+	c.t.Helper()
+	start := time.Now()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		cm, err := c.client.CoreV1().ConfigMaps(policyNamespace).Get(ctx, plugin.StatusConfigMap, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		for _, raw := range cm.Data {
+			var st plugin.Status
+			if json.Unmarshal([]byte(raw), &st) != nil {
+				continue
+			}
+			for _, p := range st.Policies {
+				if p.Policy == policy {
+					last = raw
+					if p.Digest == digest {
+						return true, nil
+					}
+				}
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		c.t.Fatalf("policy %s not serving %s within %v; status: %s", policy, digest[:12], timeout, last)
+	}
+	return time.Since(start)
+}
+
+// While pods are created continuously, the policy is replaced ten times
+// (alternating two versions with different placements) and two corrupt
+// uploads are attempted: every pod is bound exactly once to a node one of
+// the versions allows, the corrupt uploads are rejected with Events, and
+// the last good version keeps serving.
+func TestHotReloadUnderLoad(t *testing.T) {
+	a, b := testwasm.Bytes(t, "test/guests/versions/a"), testwasm.Bytes(t, "test/guests/versions/b")
+	c := startCluster(t, nil)
+	c.namespace(policyNamespace)
+	digestA := c.upload("placer", a)
+	for _, v := range []string{"a", "b"} {
+		n := c.node("node-"+v, labels("wasmsched-test/version", v))
+		n.Status.Allocatable[v1.ResourcePods] = resource.MustParse("1000")
+		n.Status.Allocatable[v1.ResourceCPU] = resource.MustParse("200") // 500 pods of 100m
+		if _, err := c.client.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restartScheduler(t, c, []policy{{Name: "placer", ConfigMap: "placer"}})
+	c.waitActive("placer", digestA, 30*time.Second)
+
+	const pods = 500
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < pods; i++ {
+			c.pod(fmt.Sprintf("p-%03d", i))
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	digestB := source.Digest(b)
+	var latencies []time.Duration
+	for i := 0; i < 10; i++ {
+		time.Sleep(700 * time.Millisecond)
+		module, digest := b, digestB
+		if i%2 == 1 {
+			module, digest = a, digestA
+		}
+		if i == 3 || i == 7 {
+			// A damaged upload: rejected (once it has stayed damaged for
+			// the source's settle time) with an Event, while the current
+			// version keeps serving.
+			c.corrupt("placer")
+			c.waitRejections(policyNamespace, i/4+1, 30*time.Second)
+		}
+		c.upload("placer", module)
+		latencies = append(latencies, c.waitActive("placer", digest, 30*time.Second))
+	}
+	wg.Wait()
+	t.Logf("ConfigMap write to serving: %v", latencies)
+
+	// Every pod bound, to a node one version allows.
+	perNode := map[string]int{}
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 120*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := c.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		perNode = map[string]int{}
+		for _, p := range list.Items {
+			perNode[p.Spec.NodeName]++
+		}
+		return len(list.Items) == pods && perNode[""] == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("not every pod bound: %v", perNode)
+	}
+	if perNode["node-a"] == 0 || perNode["node-b"] == 0 || perNode["node-a"]+perNode["node-b"] != pods {
+		t.Fatalf("placements %v: want pods judged by both versions, on their nodes only", perNode)
+	}
+	// The corrupt uploads were rejected with Events on the ConfigMap.
+	evs, err := c.client.CoreV1().Events(policyNamespace).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=PolicyRejected"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs.Items) == 0 {
+		all, _ := c.client.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
+		var seen []string
+		for _, e := range all.Items {
+			seen = append(seen, e.Namespace+"/"+e.InvolvedObject.Name+" "+e.Reason+": "+e.Message)
+		}
+		assertMetric(t, `wasmsched_policy_reloads_total{policy="placer",result="rejected"}`)
+		t.Fatalf("no PolicyRejected event for the corrupt uploads; events:\n%s", strings.Join(seen, "\n"))
+	}
+	if msg := evs.Items[0].Message; !strings.Contains(msg, "upload rejected") || !strings.Contains(msg, "keeps serving") {
+		t.Fatalf("event message %q", msg)
+	}
+	assertMetric(t, `wasmsched_policy_reloads_total{policy="placer",result="rejected"}`)
+	assertMetric(t, `wasmsched_policy_reloads_total{policy="placer",result="success"}`)
+}
