@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -271,3 +272,37 @@ func BenchmarkGuestMemory(b *testing.B) {
 }
 
 var klogger = klog.Background()
+
+// BenchmarkReload loads and retires a policy version the way a hot reload
+// does (compile through the warm cache, start, initialise, swap, close), and
+// reports the host heap after the first reload and after 200.
+func BenchmarkReload(b *testing.B) {
+	wasm := testwasm.Bytes(b, "examples/nodepin")
+	heap := func() float64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return float64(m.HeapInuse) / (1 << 20)
+	}
+	reload := func() {
+		p, err := policy.Load(ctx, policy.Options{Name: "nodepin", Wasm: wasm})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := p.Close(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reload() // the cold compile, into the cache
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		reload()
+	}
+	b.StopTimer()
+	after1 := heap()
+	for i := 0; i < 199; i++ {
+		reload()
+	}
+	b.ReportMetric(after1, "heap-MiB-after-1")
+	b.ReportMetric(heap(), "heap-MiB-after-200")
+}

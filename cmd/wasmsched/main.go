@@ -14,6 +14,9 @@ const usage = `wasmsched: run and manage WebAssembly scheduling policies
 Usage:
   wasmsched eval --policy P.wasm [--config settings.json] [--weight N] ... --pod pod.yaml --nodes nodes.yaml [--pods pods.yaml] [-o table|json]
   wasmsched up [--demo [--exit]] [--policies DIR] [--config FILE] [--dir DIR]
+  wasmsched pack P.wasm [--name N] [--namespace NS] [-o yaml|json]
+  wasmsched push P.wasm [--name N] [--namespace NS] [--kubeconfig PATH]
+  wasmsched status [--kubeconfig PATH] [--namespace NS] [-o table|json]
   wasmsched version
 
 Run "wasmsched <command> -h" for a command's flags.
@@ -36,6 +39,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runEval(args[1:], stdout, stderr)
 	case "up":
 		err = runUp(args[1:], stdout, stderr)
+	case "pack":
+		err = runPack(args[1:], stdout, stderr)
+	case "push":
+		err = runPush(args[1:], stdout, stderr)
+	case "status":
+		err = runStatus(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, versionString())
 	case "-h", "--help", "help":

@@ -213,3 +213,24 @@ func TestHotReloadUnderLoad(t *testing.T) {
 	assertMetric(t, `wasmsched_policy_reloads_total{policy="placer",result="rejected"}`)
 	assertMetric(t, `wasmsched_policy_reloads_total{policy="placer",result="success"}`)
 }
+
+// A shadow version runs beside the enforcing one without changing where
+// pods go; the verdicts where they disagree are counted.
+func TestShadowMode(t *testing.T) {
+	c := startCluster(t, []policy{
+		{Name: "placer", Package: "test/guests/versions/a"},
+		{Name: "canary", Package: "test/guests/versions/b", Mode: "Shadow", Shadows: "placer"},
+	})
+	c.node("node-a", labels("wasmsched-test/version", "a"))
+	c.node("node-b", labels("wasmsched-test/version", "b"))
+	for _, p := range []string{"s1", "s2", "s3"} {
+		c.pod(p)
+	}
+	for _, p := range []string{"s1", "s2", "s3"} {
+		if n := c.waitBound(p, 30*time.Second); n != "node-a" {
+			t.Fatalf("%s on %s: the shadow version changed placement", p, n)
+		}
+	}
+	assertMetric(t, `wasmsched_shadow_disagreements_total{point="filter",policy="placer",shadow="canary"}`)
+	assertMetric(t, `wasmsched_shadow_comparisons_total{point="filter",policy="placer",shadow="canary"}`)
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/wasmsched/wasmsched/host/plugin"
+)
+
+// runStatus prints what every scheduler replica reports of its policies:
+// the active digest, when it was loaded, and the last rejected upload.
+func runStatus(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG or ~/.kube/config)")
+	namespace := fs.String("namespace", "wasmsched-system", "the scheduler's namespace")
+	output := fs.String("o", "table", "output format: table or json")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return errUsage
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = *kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cm, err := client.CoreV1().ConfigMaps(*namespace).Get(ctx, plugin.StatusConfigMap, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("read %s/%s: %w", *namespace, plugin.StatusConfigMap, err)
+	}
+	var reports []plugin.Status
+	keys := make([]string, 0, len(cm.Data))
+	for k := range cm.Data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		var st plugin.Status
+		if err := json.Unmarshal([]byte(cm.Data[k]), &st); err != nil {
+			return fmt.Errorf("%s/%s key %s: %w", *namespace, plugin.StatusConfigMap, k, err)
+		}
+		reports = append(reports, st)
+	}
+	if *output == "json" {
+		b, err := json.MarshalIndent(reports, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "%s\n", b)
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "REPLICA\tPROFILE\tPOLICY\tMODE\tACTIVE DIGEST\tLOADED\tRELOADS\tLAST REJECTED")
+	for _, r := range reports {
+		for _, p := range r.Policies {
+			digest := "(none)"
+			if p.Active && p.Digest != "" {
+				digest = p.Digest[:12]
+			}
+			loaded := "-"
+			if !p.LoadedAt.IsZero() {
+				loaded = p.LoadedAt.UTC().Format(time.RFC3339)
+			}
+			rejected := "-"
+			if lr := p.LastRejected; lr != nil {
+				rejected = lr.At.UTC().Format(time.RFC3339) + " " + strings.ReplaceAll(lr.Error, "\n", " ")
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.Replica, r.Profile, p.Policy, p.Mode, digest, loaded, p.Reloads, rejected)
+		}
+	}
+	return tw.Flush()
+}
