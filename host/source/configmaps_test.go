@@ -1,3 +1,5 @@
+//go:build !nocontrolplane
+
 package source
 
 import (
