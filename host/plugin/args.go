@@ -14,6 +14,7 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/wasmsched/wasmsched/host/engine"
+	"github.com/wasmsched/wasmsched/host/source"
 )
 
 // Args are the WasmPolicy plugin's arguments in a KubeSchedulerConfiguration:
@@ -183,6 +184,11 @@ func Validate(a *Args) field.ErrorList {
 			errs = append(errs, field.Required(path.Child("source"), "one of file, configMap or url is needed"))
 		case n > 1:
 			errs = append(errs, field.Invalid(path.Child("source"), p.Source, "only one of file, configMap and url may be set"))
+		}
+		if p.Source.ConfigMap != "" {
+			if err := source.ValidateName(p.Source.ConfigMap); err != nil {
+				errs = append(errs, field.Invalid(path.Child("source", "configMap"), p.Source.ConfigMap, err.Error()))
+			}
 		}
 		if p.Source.URL != "" {
 			if !strings.HasPrefix(p.Source.URL, "https://") {

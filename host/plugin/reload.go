@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -56,7 +55,7 @@ func newSource(pa PolicyArgs, h fwk.Handle, namespace string) source.Source {
 	case pa.Source.ConfigMap != "":
 		return source.NewConfigMaps(h.ClientSet(), namespace, pa.Source.ConfigMap)
 	case pa.Source.URL != "":
-		return source.NewURL(pa.Source.URL, pa.Source.SHA256, http.DefaultClient)
+		return source.NewURL(pa.Source.URL, pa.Source.SHA256, nil) // nil: a client with a timeout
 	}
 	return source.NewFile(pa.Source.File, filePoll)
 }

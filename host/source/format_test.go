@@ -2,10 +2,14 @@ package source
 
 import (
 	"bytes"
+	"compress/flate"
 	"compress/gzip"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
 	"math/rand/v2"
 	"reflect"
 	"runtime"
@@ -322,20 +326,14 @@ func TestAssembleIgnoresLeftovers(t *testing.T) {
 
 // A zip bomb costs no more than what its annotations declare.
 func TestAssembleZipBomb(t *testing.T) {
-	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	zeros := make([]byte, 1<<20)
-	for range 256 { // 256 MiB of zeros
-		zw.Write(zeros)
-	}
-	zw.Close()
-	if buf.Len() > ChunkSize {
-		t.Fatalf("bomb is %d bytes compressed", buf.Len())
+	bomb := zeroBomb(256) // 256 MiB of zeros
+	if len(bomb) > ChunkSize {
+		t.Fatalf("bomb is %d bytes compressed", len(bomb))
 	}
 	for _, size := range []int{1000, MaxModuleSize} {
 		cm := packSmall(t, "gpu", []byte("x"), 100)[0]
-		cm.BinaryData[DataKey] = buf.Bytes()
-		cm.Annotations[AnnotationChunkSHA256] = Digest(buf.Bytes())
+		cm.BinaryData[DataKey] = bomb
+		cm.Annotations[AnnotationChunkSHA256] = Digest(bomb)
 		cm.Annotations[AnnotationSize] = fmt.Sprint(size)
 		var before, after runtime.MemStats
 		runtime.GC()
@@ -351,6 +349,27 @@ func TestAssembleZipBomb(t *testing.T) {
 			t.Errorf("size %d: Assemble allocated %d bytes", size, alloc)
 		}
 	}
+}
+
+// zeroBomb is a valid gzip stream of mib MiB of zeros, made without
+// compressing them all: one deflate block sequence for 1 MiB, repeated.
+func zeroBomb(mib int) []byte {
+	var mb bytes.Buffer
+	fw, _ := flate.NewWriter(&mb, flate.BestCompression)
+	zeros := make([]byte, 1<<20)
+	fw.Write(zeros)
+	fw.Flush() // byte-aligned, not final
+	var out bytes.Buffer
+	out.Write([]byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 2, 0xff})
+	crc := uint32(0)
+	for range mib {
+		out.Write(mb.Bytes())
+		crc = crc32.Update(crc, crc32.IEEETable, zeros)
+	}
+	out.Write([]byte{1, 0, 0, 0xff, 0xff}) // an empty final stored block
+	out.Write(binary.LittleEndian.AppendUint32(nil, crc))
+	out.Write(binary.LittleEndian.AppendUint32(nil, uint32(mib<<20)))
+	return out.Bytes()
 }
 
 func TestChunkErrorUnwrap(t *testing.T) {
@@ -376,3 +395,14 @@ func flip(b []byte, i int) []byte {
 }
 
 func slicesConcat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+
+func TestZeroBombIsValid(t *testing.T) {
+	zr, err := gzip.NewReader(bytes.NewReader(zeroBomb(3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil || len(b) != 3<<20 || bytes.Count(b, []byte{0}) != len(b) {
+		t.Fatalf("%d bytes, %v", len(b), err)
+	}
+}

@@ -64,6 +64,12 @@ func fuzzSeed(cms []*v1.ConfigMap) (string, [3][]byte) {
 	return meta.String(), p
 }
 
+// Fuzz without the control plane tests, which link the whole Kubernetes
+// server: the fuzzer instruments every package of the binary and crawls.
+// Bound minimising, or the workers spend most of the time on it:
+//
+//	go test -tags nocontrolplane -run '^$' -fuzz '^FuzzAssemble$' -fuzztime 60s -fuzzminimizetime 10x ./host/source/
+
 // FuzzAssemble feeds Assemble damaged chunk sets. It must never panic, and
 // whatever it accepts must be what the annotations declare.
 func FuzzAssemble(f *testing.F) {

@@ -1,5 +1,7 @@
 //go:build !nocontrolplane
 
+// Left out with -tags nocontrolplane, for fuzzing (see fuzz_test.go).
+
 package source
 
 import (
