@@ -66,7 +66,7 @@ func TestSettingsValidation(t *testing.T) {
 }
 
 // The built module, through the host code the scheduler uses.
-func TestWasm(t *testing.T) {
+func TestModuleThroughHost(t *testing.T) {
 	ctx := context.Background()
 	in := eval.Input{}
 	var err error
