@@ -20,6 +20,7 @@ import (
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 	"github.com/wasmsched/wasmsched/guest"
+	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
 // The policy below is gpuguard, the policy that guest/README.md builds.
@@ -350,7 +351,12 @@ func TestREADMEEval(t *testing.T) {
 	}
 	root := filepath.Dir(mustGetwd(t))
 	work := t.TempDir()
-	goCommand(t, root, nil, "build", "-o", filepath.Join(work, "bin", "wasmsched"), "./cmd/wasmsched")
+	if err := os.MkdirAll(filepath.Join(work, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(testwasm.CLI(t), filepath.Join(work, "bin", "wasmsched")); err != nil {
+		t.Fatal(err)
+	}
 	goCommand(t, root, []string{"GOOS=wasip1", "GOARCH=wasm"}, "build", "-buildmode=c-shared", "-trimpath", "-ldflags=-s -w",
 		"-o", filepath.Join(work, "bin", "policies", "nodepin.wasm"), "./examples/nodepin")
 	if err := os.Symlink(filepath.Join(root, "examples"), filepath.Join(work, "examples")); err != nil {

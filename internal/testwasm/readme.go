@@ -1,6 +1,8 @@
 package testwasm
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,12 +30,7 @@ func CheckREADMEEval(t *testing.T, readme, name string) {
 	}
 	root := Root(t)
 	dir := t.TempDir()
-	cli := filepath.Join(dir, "wasmsched")
-	build := exec.Command("go", "build", "-o", cli, "./cmd/wasmsched")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build cmd/wasmsched: %v\n%s", err, out)
-	}
+	cli := CLI(t)
 	// The CLI names a policy after its file: keep the README's name.
 	wasm := filepath.Join(dir, name+".wasm")
 	if err := os.WriteFile(wasm, Bytes(t, "examples/"+name), 0o644); err != nil {
@@ -69,4 +66,33 @@ func CheckREADMEEval(t *testing.T, readme, name string) {
 	if ran == 0 {
 		t.Fatalf("%s shows no /tmp/wasmsched eval command", readme)
 	}
+}
+
+// CLI builds cmd/wasmsched once for every test process of this checkout
+// and returns the binary's path. The build runs under a file lock in a
+// directory shared by the processes; `go build` leaves an up-to-date binary
+// alone, so only the first caller after a change pays for the link.
+func CLI(tb testing.TB) string {
+	tb.Helper()
+	root := Root(tb)
+	sum := sha256.Sum256([]byte(root))
+	dir := filepath.Join(os.TempDir(), "wasmsched-cli-"+hex.EncodeToString(sum[:6]))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer lock.Close()
+	if err := lockFile(lock); err != nil {
+		tb.Fatalf("lock %s: %v", lock.Name(), err)
+	}
+	cli := filepath.Join(dir, "wasmsched")
+	build := exec.Command("go", "build", "-o", cli, "./cmd/wasmsched")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		tb.Fatalf("build cmd/wasmsched: %v\n%s", err, out)
+	}
+	return cli
 }
