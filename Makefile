@@ -13,7 +13,7 @@ PLUGIN_GEN    := github.com/knqyf263/go-plugin/cmd/protoc-gen-go-plugin@v0.9.0
 TEST_TIMEOUT  ?= 30m
 RACE_PKGS     := ./host ./host/convert ./host/engine ./host/eval ./host/interrupt ./host/plugin ./host/policy ./host/pool
 
-.PHONY: all build build-scheduler examples generate check-generate protoc test test-short vet bench run clean
+.PHONY: all build build-scheduler examples generate check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo examples-tinygo test-tinygo
 
 all: build examples
 
@@ -22,10 +22,14 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/wasmsched ./cmd/wasmsched
 	$(MAKE) --no-print-directory build-scheduler
 
-## build-scheduler: bin/kube-scheduler alone (SCHEDULER_OUT overrides the path)
-SCHEDULER_OUT ?= $(BIN)/kube-scheduler
+## build-scheduler: bin/kube-scheduler alone (SCHEDULER_OUT overrides the path;
+## SCHEDULER_FLAGS and SCHEDULER_LDFLAGS add build and link flags: the
+## end-to-end tests pass -race)
+SCHEDULER_OUT     ?= $(BIN)/kube-scheduler
+SCHEDULER_FLAGS   ?=
+SCHEDULER_LDFLAGS ?=
 build-scheduler:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(SCHEDULER_OUT) ./cmd/kube-scheduler
+	$(GO) build $(SCHEDULER_FLAGS) -ldflags "$(LDFLAGS) $(SCHEDULER_LDFLAGS)" -o $(SCHEDULER_OUT) ./cmd/kube-scheduler
 
 ## run: embedded control plane + scheduler with the example policies, demo pods placed
 run: examples
@@ -40,6 +44,34 @@ $(BIN)/policies/%.wasm: FORCE
 	$(GUEST_ENV) $(GO) build $(GUEST_FLAGS) -o $@ ./examples/$*
 
 FORCE:
+
+## tinygo: the TinyGo toolchain in .bin/tinygo (Debian's LLVM 19 through
+## apt-get when root, TinyGo built from tools/tinygo/go.mod); quick when present
+TINYGO       := $(TOOLS)/tinygo/bin/tinygo
+# The flags of every TinyGo build; internal/testwasm's TinyGoFlags must match.
+# The target sets -scheduler=none (asyncify costs about 9x per call).
+TINYGO_FLAGS := -target=$(CURDIR)/tools/tinygo/wasip1.json -buildmode=c-shared -no-debug
+tinygo:
+	@tools/tinygo/install.sh $(TOOLS)/tinygo
+
+## examples-tinygo: every examples/<name> to bin/policies/<name>.tinygo.wasm,
+## TINYGO_JOBS at a time (a build is mostly one thread for a minute or so)
+TINYGO_JOBS  ?= 2
+examples-tinygo: tinygo
+	@$(MAKE) --no-print-directory -j$(TINYGO_JOBS) $(addprefix $(BIN)/policies/,$(addsuffix .tinygo.wasm,$(EXAMPLES)))
+
+$(BIN)/policies/%.tinygo.wasm: FORCE
+	@mkdir -p $(BIN)/policies
+	$(TINYGO) build $(TINYGO_FLAGS) -o $@ ./examples/$*
+
+## test-tinygo: the tests that run TinyGo builds (examples' wasm-level tests,
+## which compare both builds, and the end-to-end TinyGo scenarios), on the
+## modules `make examples-tinygo` wrote; a missing toolchain fails them
+test-tinygo: examples-tinygo
+	WASMSCHED_REQUIRE_TINYGO=1 WASMSCHED_TINYGO_MODULES=$(BIN)/policies \
+	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestREADME$$' ./examples/...
+	WASMSCHED_REQUIRE_TINYGO=1 WASMSCHED_TINYGO_MODULES=$(BIN)/policies \
+	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestExample.*TinyGo$$' ./test/e2e/
 
 ## protoc: make sure Debian's protoc and its well-known types are installed
 protoc:
@@ -74,9 +106,55 @@ test: vet
 	@# The race detector on the host packages that run guests; host/source's
 	@# tests start a control plane, too costly to build with -race on 2 cores.
 	$(GO) test -count=1 -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
+	$(MAKE) --no-print-directory fuzz
 
-## bench: host micro-benchmarks
-bench:
+## fuzz: every fuzz target for FUZZTIME each (default 5s; part of `make test`).
+## fuzz-long: the same for 10m each (FUZZTIME=... overrides). A crasher is
+## written to the package's testdata/fuzz/<Target>/: fix the bug and commit it
+## there as a regression seed, which every `go test` then runs.
+FUZZTIME     ?= 5s
+FUZZ_TARGETS := ./guest:FuzzDispatch ./host/engine:FuzzGuestAnswers ./host/interrupt:FuzzInstrument \
+                ./host/source:FuzzAssemble ./host/source:FuzzPackAssemble
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo "fuzz $$name in $$pkg for $(FUZZTIME)"; \
+	  $(GO) test -tags nocontrolplane -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
+
+fuzz-long:
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(if $(filter command line,$(origin FUZZTIME)),$(FUZZTIME),10m)
+
+## bench: scheduler_perf, 500 nodes, every profile (default scheduler, native
+## gpu plugin, gpu policy through WasmPolicy built with Go and, when `make
+## tinygo` installed it, TinyGo), two rounds; one line per profile and the
+## wasm/native throughput ratio. Results and logs in bin/perf/quick.
+## bench-full: the 5000-node workloads, one round (bin/perf/full).
+## ROUNDS overrides the rounds; PERF_FLAGS adds test binary flags
+## (-test.cpuprofile=/abs/path, -perf-scheduling-label-filter=full,gpu).
+PERF_OUT   ?= $(BIN)/perf
+PERF_FLAGS ?=
+bench: $(TOOLS)/etcd
+	$(MAKE) --no-print-directory perf PERF_SET=quick PERF_TIMEOUT=60m PERF_ROUNDS=$(or $(ROUNDS),2)
+
+bench-full: $(TOOLS)/etcd
+	$(MAKE) --no-print-directory perf PERF_SET=full PERF_TIMEOUT=180m PERF_ROUNDS=$(or $(ROUNDS),1)
+
+perf:
+	@rm -rf $(PERF_OUT)/$(PERF_SET) && mkdir -p $(PERF_OUT)/$(PERF_SET)
+	@echo "scheduler_perf ($(PERF_SET)): log in $(PERF_OUT)/$(PERF_SET)/bench.log"
+	@cd test/perf && PATH="$(TOOLS):$$PATH" $(GO) test -run '^$$' -bench BenchmarkPerfScheduling -benchtime 1x \
+	  -timeout $(PERF_TIMEOUT) . -args -perf-scheduling-label-filter=$(PERF_SET) -rounds $(PERF_ROUNDS) \
+	  -data-items-dir $(PERF_OUT)/$(PERF_SET) $(PERF_FLAGS) > $(PERF_OUT)/$(PERF_SET)/bench.log 2>&1 || \
+	  { grep -E -- '^(--- FAIL|FAIL|panic)|Error running' -A20 $(PERF_OUT)/$(PERF_SET)/bench.log | head -60; exit 1; }
+	@$(GO) run ./test/perf/report $(PERF_OUT)/$(PERF_SET)
+
+## etcd for scheduler_perf, built from the module's tool directive
+$(TOOLS)/etcd: go.mod
+	$(GO) build -o $@ go.etcd.io/etcd/server/v3
+
+## bench-host: host micro-benchmarks
+bench-host:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime=1x ./host/ >/dev/null
 	$(GO) test -run '^$$' -bench . -benchmem ./host/
 

@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -237,6 +241,42 @@ func BenchmarkPod5000Nodes(b *testing.B) {
 			b.ReportMetric(float64(p.Instances()), "instances")
 		})
 	}
+	// The plugin's way: every node in one batch (FilterAll) at the first
+	// Filter, then the framework's goroutines look their verdicts up.
+	b.Run("wasm-batch/goroutines=16", func(b *testing.B) {
+		p := loadNodepin(b, settings, 0)
+		run := func(pod *v1.Pod) {
+			c := policy.NewCycle(pod, nodes)
+			v, err := p.FilterAll(ctx, c, nodes)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for g := 0; g < 16; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := g; i < n; i += 16 {
+						s, ok := v.Lookup(nodes[i])
+						if !ok || s.IsSuccess() != native(nodes[i]) {
+							b.Errorf("node %d: %v %v", i, s, ok)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+		}
+		for k := 0; k < 4; k++ {
+			run(pods[k%2]) // sync every instance first
+		}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			run(pods[i%2])
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/node")
+		b.ReportMetric(float64(p.Instances()), "instances")
+	})
 }
 
 // BenchmarkGuestMemory makes two million Filter calls (a new pod every
@@ -305,4 +345,144 @@ func BenchmarkReload(b *testing.B) {
 	}
 	b.ReportMetric(after1, "heap-MiB-after-1")
 	b.ReportMetric(heap(), "heap-MiB-after-200")
+}
+
+// gpuNodes are n nodes as in test/perf's GPU workload: a fifth with 8 GPUs.
+func gpuNodes(n int) []fwk.NodeInfo {
+	nodes := realisticNodes(n)
+	for i, ni := range nodes {
+		if i%5 != 0 {
+			continue
+		}
+		node := ni.Node().DeepCopy()
+		node.Labels["nvidia.com/gpu.product"] = "NVIDIA-A100-SXM4-80GB"
+		node.Labels["nvidia.com/gpu.memory"] = "81920"
+		node.Labels["nvidia.com/gpu.sharing-strategy"] = "none"
+		node.Status.Allocatable["nvidia.com/gpu"] = resource.MustParse("8")
+		fresh := framework.NewNodeInfo()
+		fresh.SetNode(node)
+		nodes[i] = fresh
+	}
+	return nodes
+}
+
+// BenchmarkGPUCycles runs scheduling cycles of the gpu example on 5000
+// nodes the way the scheduler plugin does: a GPU pod's Filter on every node
+// in one batch (FilterAll), a CPU pod's Score on 500 nodes (ScoreAll), and
+// one node changing per cycle, as a binding does; mix has a GPU pod every
+// third cycle, gpu and cpu only one kind. It reports the CPU time and the
+// wall time per cycle (median and worst) and the guest memory, for the
+// module built by Go and, when installed, by TinyGo.
+func BenchmarkGPUCycles(b *testing.B) {
+	const n = 5000
+	builds := map[string]func(testing.TB, string) []byte{"go": testwasm.Bytes}
+	if os.Getenv(testwasm.EnvTinyGo) != "" || fileExists(filepath.Join(testwasm.Root(b), ".bin", "tinygo", "bin", "tinygo")) {
+		builds["tinygo"] = testwasm.TinyGoBytes
+	}
+	for _, bench := range []struct {
+		name, build string
+		gpuEvery    int  // every gpuEvery-th pod requests a GPU
+		perNode     bool // GPU pods: Filter node by node on the GPU nodes only, from 16 goroutines
+	}{{"go/mix", "go", 3, false}, {"go/gpu", "go", 1, false}, {"go/gpu-pernode", "go", 1, true}, {"go/cpu", "go", 0, false},
+		{"tinygo/mix", "tinygo", 3, false}, {"tinygo/gpu", "tinygo", 1, false}, {"tinygo/gpu-pernode", "tinygo", 1, true}, {"tinygo/cpu", "tinygo", 0, false}} {
+		build, ok := builds[bench.build]
+		if !ok {
+			continue
+		}
+		b.Run(bench.name, func(b *testing.B) {
+			p, err := policy.Load(ctx, policy.Options{Name: "gpu", Wasm: build(b, "examples/gpu")})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = p.Close(ctx) })
+			nodes := gpuNodes(n)
+			gpuPod, cpuPod := realisticPod(0), realisticPod(1)
+			gpuPod.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("1")
+			filler := realisticPod(2)
+			cycle := func(i int) time.Duration {
+				start := time.Now()
+				// A binding changes one node.
+				ni := nodes[(i*7)%n]
+				filler.Spec.NodeName = ni.Node().Name
+				pi, err := framework.NewPodInfo(filler)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ni.AddPodInfo(pi)
+				if bench.gpuEvery > 0 && i%bench.gpuEvery == 0 {
+					c := policy.NewCycle(gpuPod, nodes)
+					if _, err := p.PreFilter(ctx, c); err != nil {
+						b.Fatal(err)
+					}
+					if bench.perNode {
+						// What the framework asks when another plugin
+						// (NodeResourcesFit) already rejected the nodes
+						// without GPUs.
+						var wg sync.WaitGroup
+						for g := 0; g < 16; g++ {
+							wg.Add(1)
+							go func() {
+								defer wg.Done()
+								for k := g * 5; k < n; k += 16 * 5 {
+									if _, err := p.Filter(ctx, c, nodes[k]); err != nil {
+										b.Error(err)
+										return
+									}
+								}
+							}()
+						}
+						wg.Wait()
+					} else if _, err := p.FilterAll(ctx, c, nodes); err != nil {
+						b.Fatal(err)
+					}
+				} else {
+					c := policy.NewCycle(cpuPod, nodes)
+					if _, err := p.PreFilter(ctx, c); err != nil {
+						b.Fatal(err)
+					}
+					from := (i * 500) % n
+					if _, bad, s, err := p.ScoreAll(ctx, c, nodes[from:from+500]); err != nil || bad >= 0 {
+						b.Fatal(s, err)
+					}
+				}
+				return time.Since(start)
+			}
+			for i := 0; i < 30; i++ {
+				cycle(i) // every instance holds every node
+			}
+			b.ResetTimer()
+			var times []time.Duration
+			cpu0 := cpuTime()
+			for i := 0; i < b.N; i++ {
+				times = append(times, cycle(i))
+			}
+			b.StopTimer()
+			// CPU time, unlike wall time, does not count the time other
+			// processes of a busy machine took.
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/cycle")
+			slices.Sort(times)
+			b.ReportMetric(float64(times[len(times)/2].Microseconds()), "us/cycle-p50")
+			b.ReportMetric(float64(times[len(times)-1].Microseconds()), "us/cycle-max")
+			var mem uint32
+			for _, m := range p.GuestMemory() {
+				mem += m
+			}
+			b.ReportMetric(float64(mem)/(1<<20), "MiB-guest")
+			b.ReportMetric(float64(p.Instances()), "instances")
+		})
+	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// cpuTime is the CPU time this process used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -13,6 +13,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/wasmsched/wasmsched/host/engine"
 	"github.com/wasmsched/wasmsched/host/eval"
 )
 
@@ -93,6 +96,9 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	nodesPath := fs.String("nodes", "", "the nodes (multi-document YAML or a List)")
 	podsPath := fs.String("pods", "", "pods already placed (spec.nodeName set), counted toward their nodes")
 	output := fs.String("o", "table", "output format: table or json")
+	timeout := fs.Duration("timeout", engine.DefaultCallTimeout, "deadline of each call into a policy, as the plugin's timeout argument")
+	initTimeout := fs.Duration("init-timeout", engine.DefaultInitTimeout, "deadline of a policy's start-up (_initialize and its settings)")
+	memoryLimit := fs.String("memory-limit", "256Mi", "memory limit of each policy instance, as the plugin's memoryLimit argument")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -113,8 +119,18 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	case *output != "table" && *output != "json":
 		return fmt.Errorf("unknown output format %q (want table or json)", *output)
 	}
+	limit, err := resource.ParseQuantity(*memoryLimit)
+	if err != nil {
+		return fmt.Errorf("--memory-limit %q is not a quantity (for example 256Mi): %v", *memoryLimit, err)
+	}
+	cfg := engine.Config{CallTimeout: *timeout, InitTimeout: *initTimeout, MemoryLimit: uint64(max(limit.Value(), 0))}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	for i := range pf.specs {
+		pf.specs[i].Engine = cfg
+	}
 	var in eval.Input
-	var err error
 	if in.Pod, err = eval.ReadPod(*podPath); err != nil {
 		return err
 	}
@@ -141,10 +157,16 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(stdout, "%s\n", b)
+		if _, err := fmt.Fprintf(stdout, "%s\n", b); err != nil {
+			return err
+		}
+	} else if err := printTable(stdout, rep); err != nil {
 		return err
 	}
-	return printTable(stdout, rep)
+	// A policy that failed (trap, timeout, memory, an answer that breaks
+	// the ABI, its own Error verdict) makes the run fail: the scheduler
+	// would apply its failurePolicy to the pod.
+	return rep.Err()
 }
 
 func printTable(w io.Writer, rep *eval.Report) error {

@@ -12,7 +12,8 @@ import (
 const usage = `wasmsched: run and manage WebAssembly scheduling policies
 
 Usage:
-  wasmsched eval --policy P.wasm [--config settings.json] [--weight N] ... --pod pod.yaml --nodes nodes.yaml [--pods pods.yaml] [-o table|json]
+  wasmsched eval --policy P.wasm [--config settings.json] [--weight N] ... --pod pod.yaml --nodes nodes.yaml [--pods pods.yaml]
+                 [--timeout 200ms] [--init-timeout 10s] [--memory-limit 256Mi] [-o table|json]
   wasmsched up [--demo [--exit]] [--policies DIR] [--config FILE] [--dir DIR]
   wasmsched pack P.wasm [--name N] [--namespace NS] [-o yaml|json]
   wasmsched push P.wasm [--name N] [--namespace NS] [--kubeconfig PATH]

@@ -56,11 +56,14 @@ func TestEvalTableAndComposition(t *testing.T) {
 	settings := filepath.Join(dir, "probe.json")
 	os.WriteFile(settings, []byte(`{"scoreLabel": "kubernetes.io/hostname"}`), 0o644)
 	// nodepin (default: only k8s-node1) composed with a probe that fails to
-	// score non-numeric labels: the table shows both policies' effects.
+	// score non-numeric labels: the table shows both policies' effects, and
+	// the probe's own Error verdict is a policy failure (exit 1), as the
+	// scheduler would apply its failurePolicy to it.
 	code, out, errs := runCLI("eval", "--policy", wasm, "--policy", probe, "--config", settings,
 		"--pod", testdata(t, "pod.yaml"), "--nodes", testdata(t, "nodes.yaml"))
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
+	wantErr := regexp.MustCompile(`^wasmsched eval: policy test_guests_probe@[0-9a-f]{12}: score: Error \[probe: label kubernetes.io/hostname="k8s-node1" is not an integer\]\n$`)
+	if code != 1 || !wantErr.MatchString(errs) {
+		t.Fatalf("exit %d, stderr %q; want 1 and one line matching %s", code, errs, wantErr)
 	}
 	for _, want := range []string{
 		"POD        default/web",

@@ -15,12 +15,17 @@ import (
 // These tests build the policy as a wasm module and run it through
 // host/eval, the code behind `wasmsched eval`, on the nodes in testdata/:
 // two edge nodes (groundstation-*), two workers labelled
-// kubernetes.io/role: worker and dc-batch-01 without a role label.
+// kubernetes.io/role: worker and dc-batch-01 without a role label. Every
+// scenario runs against the module built by each toolchain (Go and TinyGo),
+// and the builds must report the same verdicts, reasons and scores
+// (testwasm.Agree).
 
-func evaluator(t *testing.T, settings string) *eval.Evaluator {
+const pkg = "examples/edge"
+
+func evaluator(t *testing.T, wasm []byte, settings string) *eval.Evaluator {
 	t.Helper()
 	ctx := context.Background()
-	ev, err := eval.Load(ctx, []eval.PolicySpec{{Name: Name, Wasm: testwasm.Bytes(t, "examples/edge"), Settings: []byte(settings)}})
+	ev, err := eval.Load(ctx, []eval.PolicySpec{{Name: Name, Wasm: wasm, Settings: []byte(settings)}})
 	if err != nil {
 		t.Fatalf("load with settings %q: %v", settings, err)
 	}
@@ -85,13 +90,16 @@ func check(t *testing.T, rep *eval.Report, selected string, want map[string]verd
 const needEdge = "edge: not an edge node: space workloads (annotation type=space) need label kubernetes.io/role=edge, node has "
 
 func TestEvalSpaceWorkload(t *testing.T) {
-	rep := run(t, evaluator(t, ""), readPod(t, "pod.yaml"))
-	check(t, rep, "groundstation-svalbard", map[string]verdict{
-		"groundstation-svalbard":     {score: 100},
-		"groundstation-punta-arenas": {score: 100},
-		"dc-worker-01":               {reason: needEdge + "kubernetes.io/role=worker"},
-		"dc-worker-02":               {reason: needEdge + "kubernetes.io/role=worker"},
-		"dc-batch-01":                {reason: needEdge + "no kubernetes.io/role label"},
+	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) *eval.Report {
+		rep := run(t, evaluator(t, wasm, ""), readPod(t, "pod.yaml"))
+		check(t, rep, "groundstation-svalbard", map[string]verdict{
+			"groundstation-svalbard":     {score: 100},
+			"groundstation-punta-arenas": {score: 100},
+			"dc-worker-01":               {reason: needEdge + "kubernetes.io/role=worker"},
+			"dc-worker-02":               {reason: needEdge + "kubernetes.io/role=worker"},
+			"dc-batch-01":                {reason: needEdge + "no kubernetes.io/role label"},
+		})
+		return rep
 	})
 }
 
@@ -107,13 +115,16 @@ func TestEvalOtherWorkload(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := readPod(t, "pod-web.yaml")
 			pod.Annotations = tt.annotations
-			rep := run(t, evaluator(t, ""), pod)
-			check(t, rep, "dc-worker-01", map[string]verdict{
-				"groundstation-svalbard":     {score: 0},
-				"groundstation-punta-arenas": {score: 0},
-				"dc-worker-01":               {score: 100},
-				"dc-worker-02":               {score: 100},
-				"dc-batch-01":                {score: 100},
+			testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) *eval.Report {
+				rep := run(t, evaluator(t, wasm, ""), pod)
+				check(t, rep, "dc-worker-01", map[string]verdict{
+					"groundstation-svalbard":     {score: 0},
+					"groundstation-punta-arenas": {score: 0},
+					"dc-worker-01":               {score: 100},
+					"dc-worker-02":               {score: 100},
+					"dc-batch-01":                {score: 100},
+				})
+				return rep
 			})
 		})
 	}
@@ -122,27 +133,31 @@ func TestEvalOtherWorkload(t *testing.T) {
 // TestEvalCustomSettings: with another annotation and label, the defaults
 // no longer apply.
 func TestEvalCustomSettings(t *testing.T) {
-	ev := evaluator(t, `{"annotation": "example.com/tier=realtime", "edgeLabel": "topology.kubernetes.io/zone=svalbard"}`)
 	const need = "edge: not an edge node: space workloads (annotation example.com/tier=realtime) need label topology.kubernetes.io/zone=svalbard, node has topology.kubernetes.io/zone="
+	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) []*eval.Report {
+		ev := evaluator(t, wasm, `{"annotation": "example.com/tier=realtime", "edgeLabel": "topology.kubernetes.io/zone=svalbard"}`)
+		pod := readPod(t, "pod.yaml")
+		pod.Annotations = map[string]string{"example.com/tier": "realtime"}
+		realtime := run(t, ev, pod)
+		check(t, realtime, "groundstation-svalbard", map[string]verdict{
+			"groundstation-svalbard":     {score: 100},
+			"groundstation-punta-arenas": {reason: need + "punta-arenas"},
+			"dc-worker-01":               {reason: need + "eu-central-1a"},
+			"dc-worker-02":               {reason: need + "eu-central-1b"},
+			"dc-batch-01":                {reason: need + "eu-central-1a"},
+		})
 
-	pod := readPod(t, "pod.yaml")
-	pod.Annotations = map[string]string{"example.com/tier": "realtime"}
-	check(t, run(t, ev, pod), "groundstation-svalbard", map[string]verdict{
-		"groundstation-svalbard":     {score: 100},
-		"groundstation-punta-arenas": {reason: need + "punta-arenas"},
-		"dc-worker-01":               {reason: need + "eu-central-1a"},
-		"dc-worker-02":               {reason: need + "eu-central-1b"},
-		"dc-batch-01":                {reason: need + "eu-central-1a"},
-	})
-
-	// type: space means nothing under these settings: the pod may run
-	// anywhere and keeps off the one "edge" node.
-	check(t, run(t, ev, readPod(t, "pod.yaml")), "groundstation-punta-arenas", map[string]verdict{
-		"groundstation-svalbard":     {score: 0},
-		"groundstation-punta-arenas": {score: 100},
-		"dc-worker-01":               {score: 100},
-		"dc-worker-02":               {score: 100},
-		"dc-batch-01":                {score: 100},
+		// type: space means nothing under these settings: the pod may run
+		// anywhere and keeps off the one "edge" node.
+		space := run(t, ev, readPod(t, "pod.yaml"))
+		check(t, space, "groundstation-punta-arenas", map[string]verdict{
+			"groundstation-svalbard":     {score: 0},
+			"groundstation-punta-arenas": {score: 100},
+			"dc-worker-01":               {score: 100},
+			"dc-worker-02":               {score: 100},
+			"dc-batch-01":                {score: 100},
+		})
+		return []*eval.Report{realtime, space}
 	})
 }
 
@@ -151,17 +166,21 @@ func TestEvalSettingsRejected(t *testing.T) {
 		{`{"edgeLabel": "edge"}`, `"edgeLabel" must be key=value with a non-empty key, not "edge"`},
 		{`{"nodeLabel": "kubernetes.io/role=edge"}`, `unknown field "nodeLabel"`},
 	}
-	wasm := testwasm.Bytes(t, "examples/edge")
-	for _, tt := range tests {
-		t.Run(tt.settings, func(t *testing.T) {
-			ev, err := eval.Load(context.Background(), []eval.PolicySpec{{Name: Name, Wasm: wasm, Settings: []byte(tt.settings)}})
-			if err == nil {
-				ev.Close(context.Background())
-				t.Fatalf("settings %s loaded, want an error", tt.settings)
-			}
-			if !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("error %q does not contain %q", err, tt.want)
-			}
-		})
-	}
+	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) []string {
+		var errs []string
+		for _, tt := range tests {
+			t.Run(tt.settings, func(t *testing.T) {
+				ev, err := eval.Load(context.Background(), []eval.PolicySpec{{Name: Name, Wasm: wasm, Settings: []byte(tt.settings)}})
+				if err == nil {
+					ev.Close(context.Background())
+					t.Fatalf("settings %s loaded, want an error", tt.settings)
+				}
+				if !strings.Contains(err.Error(), tt.want) {
+					t.Errorf("error %q does not contain %q", err, tt.want)
+				}
+				errs = append(errs, testwasm.Unversioned(err))
+			})
+		}
+		return errs
+	})
 }

@@ -22,17 +22,12 @@ import (
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
-func TestMain(m *testing.M) {
-	// Compile the module once per run, not once per Load.
-	dir, err := os.MkdirTemp("", "wasmsched-cache-")
-	if err != nil {
-		panic(err)
-	}
-	os.Setenv("WASMSCHED_CACHE_DIR", dir)
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testwasm.Main(m) }
+
+// Every test runs against the module built by each toolchain (Go and
+// TinyGo), and the builds must give the same verdicts, reasons and actions
+// (testwasm.Agree).
+const pkg = "examples/gang"
 
 var ctx = context.Background()
 
@@ -47,9 +42,9 @@ func readFile(t *testing.T, name string) []byte {
 
 // evaluate runs the testdata scene through host/eval, as `wasmsched eval`
 // does, with the given pod and placed pods files.
-func evaluate(t *testing.T, podFile, podsFile string) *eval.Report {
+func evaluate(t *testing.T, wasm []byte, podFile, podsFile string) *eval.Report {
 	t.Helper()
-	ev, err := eval.Load(ctx, []eval.PolicySpec{{Name: "gang", Wasm: testwasm.Bytes(t, "examples/gang"), Settings: readFile(t, "settings.json")}})
+	ev, err := eval.Load(ctx, []eval.PolicySpec{{Name: "gang", Wasm: wasm, Settings: readFile(t, "settings.json")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,49 +67,61 @@ func evaluate(t *testing.T, podFile, podsFile string) *eval.Report {
 }
 
 func TestEvalWaitsForTheGang(t *testing.T) {
-	rep := evaluate(t, "pod.yaml", "pods.yaml")
-	if got := rep.SortedNames("Success"); !slices.Equal(got, []string{"node-1", "node-2"}) {
-		t.Fatalf("feasible %v", got)
-	}
-	want := []string{"gang: group g1 has 2 of 3 members ready, waiting for 1 more", "gang: waits up to 1m0s"}
-	if rep.Permit.Code != "Wait" || !slices.Equal(rep.Permit.Reasons, want) {
-		t.Fatalf("permit %+v, want Wait %q", rep.Permit, want)
-	}
+	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) *eval.Report {
+		rep := evaluate(t, wasm, "pod.yaml", "pods.yaml")
+		if got := rep.SortedNames("Success"); !slices.Equal(got, []string{"node-1", "node-2"}) {
+			t.Fatalf("feasible %v", got)
+		}
+		want := []string{"gang: group g1 has 2 of 3 members ready, waiting for 1 more", "gang: waits up to 1m0s"}
+		if rep.Permit.Code != "Wait" || !slices.Equal(rep.Permit.Reasons, want) {
+			t.Fatalf("permit %+v, want Wait %q", rep.Permit, want)
+		}
+		return rep
+	})
 }
 
 func TestEvalCompleteGangBinds(t *testing.T) {
-	rep := evaluate(t, "pod.yaml", "pods-complete.yaml")
-	if rep.Permit.Code != "Success" || len(rep.Permit.Reasons) != 0 || rep.Selected == "" {
-		t.Fatalf("permit %+v on %q, want Success", rep.Permit, rep.Selected)
-	}
+	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) *eval.Report {
+		rep := evaluate(t, wasm, "pod.yaml", "pods-complete.yaml")
+		if rep.Permit.Code != "Success" || len(rep.Permit.Reasons) != 0 || rep.Selected == "" {
+			t.Fatalf("permit %+v on %q, want Success", rep.Permit, rep.Selected)
+		}
+		return rep
+	})
 }
 
 func TestEvalMalformedAnnotation(t *testing.T) {
-	rep := evaluate(t, "pod-malformed.yaml", "pods.yaml")
-	want := `gang: annotation gang.wasmsched.io/min-available is "three", want a positive integer`
-	for _, n := range rep.Nodes {
-		if n.Code != "UnschedulableAndUnresolvable" || len(n.Reasons) != 1 || n.Reasons[0] != want {
-			t.Errorf("%s: %s %q, want UnschedulableAndUnresolvable %q", n.Name, n.Code, n.Reasons, want)
+	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) *eval.Report {
+		rep := evaluate(t, wasm, "pod-malformed.yaml", "pods.yaml")
+		want := `gang: annotation gang.wasmsched.io/min-available is "three", want a positive integer`
+		for _, n := range rep.Nodes {
+			if n.Code != "UnschedulableAndUnresolvable" || len(n.Reasons) != 1 || n.Reasons[0] != want {
+				t.Errorf("%s: %s %q, want UnschedulableAndUnresolvable %q", n.Name, n.Code, n.Reasons, want)
+			}
 		}
-	}
-	if rep.Selected != "" {
-		t.Fatalf("selected %q", rep.Selected)
-	}
+		if rep.Selected != "" {
+			t.Fatalf("selected %q", rep.Selected)
+		}
+		return rep
+	})
 }
 
 func TestEvalRejectsBadSettings(t *testing.T) {
-	_, err := eval.Load(ctx, []eval.PolicySpec{{Name: "gang", Wasm: testwasm.Bytes(t, "examples/gang"), Settings: []byte(`{"timeoutSeconds": 3600}`)}})
-	if err == nil || !strings.Contains(err.Error(), `"timeoutSeconds" must be between 1 and 900`) {
-		t.Fatalf("got %v", err)
-	}
+	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) string {
+		_, err := eval.Load(ctx, []eval.PolicySpec{{Name: "gang", Wasm: wasm, Settings: []byte(`{"timeoutSeconds": 3600}`)}})
+		if err == nil || !strings.Contains(err.Error(), `"timeoutSeconds" must be between 1 and 900`) {
+			t.Fatalf("got %v", err)
+		}
+		return testwasm.Unversioned(err)
+	})
 }
 
 // The tests below drive Permit and Unreserve through host/policy, which can
 // pass waiting pods (host/eval cannot).
 
-func loadPolicy(t *testing.T, settings string) *hostpolicy.Policy {
+func loadPolicy(t *testing.T, wasm []byte, settings string) *hostpolicy.Policy {
 	t.Helper()
-	p, err := hostpolicy.Load(ctx, hostpolicy.Options{Name: "gang", Wasm: testwasm.Bytes(t, "examples/gang"), Settings: []byte(settings), MaxInstances: 1})
+	p, err := hostpolicy.Load(ctx, hostpolicy.Options{Name: "gang", Wasm: wasm, Settings: []byte(settings), MaxInstances: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +152,11 @@ func nodeInfo(name string, pods ...*v1.Pod) fwk.NodeInfo {
 }
 
 func TestPermitAllowsTheGangTogether(t *testing.T) {
-	p := loadPolicy(t, `{"timeoutSeconds": 20}`)
+	testwasm.Agree(t, pkg, permitAllowsTheGangTogether)
+}
+
+func permitAllowsTheGangTogether(t *testing.T, wasm []byte) []hostpolicy.PermitResult {
+	p := loadPolicy(t, wasm, `{"timeoutSeconds": 20}`)
 	bound := gangPod("ml", "b1", "g1", "4")
 	bound.Spec.NodeName = "n2"
 	nodes := []fwk.NodeInfo{nodeInfo("n1"), nodeInfo("n2", bound)}
@@ -159,19 +170,19 @@ func TestPermitAllowsTheGangTogether(t *testing.T) {
 	// w3 with w1 and w2 waiting: 3 of 4, wait.
 	first := gangPod("ml", "w3", "g1", "4")
 	c := hostpolicy.NewCycle(first, nodes[:1])
-	res, err := p.Permit(ctx, c, nodes[0], waiting)
+	wait, err := p.Permit(ctx, c, nodes[0], waiting)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status.Code != abiv1.Code_CODE_WAIT || res.Timeout != 20*time.Second || len(res.Actions) != 0 ||
-		res.Status.Reasons[0] != "gang: group g1 has 3 of 4 members ready, waiting for 1 more" {
-		t.Fatalf("3 of 4: %+v", res)
+	if wait.Status.Code != abiv1.Code_CODE_WAIT || wait.Timeout != 20*time.Second || len(wait.Actions) != 0 ||
+		wait.Status.Reasons[0] != "gang: group g1 has 3 of 4 members ready, waiting for 1 more" {
+		t.Fatalf("3 of 4: %+v", wait)
 	}
 
 	// With b1 bound on n2 the gang is complete: w3 passes and w1, w2 are
 	// allowed. The host lists w3 too here; it must not act on it.
 	c = hostpolicy.NewCycle(first, nodes)
-	res, err = p.Permit(ctx, c, nodes[0], append(waiting, waitingPod("ml", "w3", "g1", "4")))
+	res, err := p.Permit(ctx, c, nodes[0], append(waiting, waitingPod("ml", "w3", "g1", "4")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,10 +190,15 @@ func TestPermitAllowsTheGangTogether(t *testing.T) {
 		res.Actions[0].Uid != "uid-w1" || !res.Actions[0].Allow || res.Actions[1].Uid != "uid-w2" || !res.Actions[1].Allow {
 		t.Fatalf("4 of 4: %+v", res)
 	}
+	return []hostpolicy.PermitResult{wait, res}
 }
 
 func TestUnreserveReleasesTheGang(t *testing.T) {
-	p := loadPolicy(t, "")
+	testwasm.Agree(t, pkg, unreserveReleasesTheGang)
+}
+
+func unreserveReleasesTheGang(t *testing.T, wasm []byte) []any {
+	p := loadPolicy(t, wasm, "")
 	nodes := []fwk.NodeInfo{nodeInfo("n1")}
 	waiting := []*abiv1.WaitingPod{
 		waitingPod("ml", "w1", "g1", "4"),
@@ -210,14 +226,19 @@ func TestUnreserveReleasesTheGang(t *testing.T) {
 	if err != nil || res.Status.Code != abiv1.Code_CODE_SUCCESS || len(res.Actions) != 0 {
 		t.Fatalf("permit: %+v %v", res, err)
 	}
-	_, acts, err = p.NodeCall(ctx, abiv1.Point_POINT_UNRESERVE, c, nodes[0], waiting)
-	if err != nil || len(acts) != 0 {
-		t.Fatalf("unreserve: %+v %v", acts, err)
+	s2, acts2, err := p.NodeCall(ctx, abiv1.Point_POINT_UNRESERVE, c, nodes[0], waiting)
+	if err != nil || len(acts2) != 0 {
+		t.Fatalf("unreserve: %+v %v", acts2, err)
 	}
+	return []any{s, acts, res, s2, acts2}
 }
 
 func TestDeclaresWhatItNeeds(t *testing.T) {
-	p := loadPolicy(t, "")
+	testwasm.Agree(t, pkg, declaresWhatItNeeds)
+}
+
+func declaresWhatItNeeds(t *testing.T, wasm []byte) *abiv1.PolicyInfo {
+	p := loadPolicy(t, wasm, "")
 	info := p.Info()
 	if !info.WantsPods || !info.WantsAllNodes {
 		t.Fatalf("info %+v: gang needs every node's pods", info)
@@ -230,4 +251,5 @@ func TestDeclaresWhatItNeeds(t *testing.T) {
 	if p.Implements(abiv1.Point_POINT_FILTER) || p.Implements(abiv1.Point_POINT_SCORE) {
 		t.Errorf("points %b: gang neither filters nor scores", info.Points)
 	}
+	return info
 }

@@ -26,11 +26,16 @@ import (
 //	t4-shared-01  4     Tesla-T4-SHARED         15360   time-slicing  3
 //	cpu-01        0     -                       -       -             0
 
-// evaluator loads the module with settings.
-func evaluator(t *testing.T, settings string) *eval.Evaluator {
+// Every scenario runs against the module built by each toolchain (Go and
+// TinyGo), and the builds must report the same verdicts, reasons and
+// scores (testwasm.Agree).
+const pkg = "examples/gpu"
+
+// evaluator loads the module wasm with settings.
+func evaluator(t *testing.T, wasm []byte, settings string) *eval.Evaluator {
 	t.Helper()
 	ctx := context.Background()
-	ev, err := eval.Load(ctx, []eval.PolicySpec{{Name: Name, Wasm: testwasm.Bytes(t, "examples/gpu"), Settings: []byte(settings)}})
+	ev, err := eval.Load(ctx, []eval.PolicySpec{{Name: Name, Wasm: wasm, Settings: []byte(settings)}})
 	if err != nil {
 		t.Fatalf("load with settings %q: %v", settings, err)
 	}
@@ -151,11 +156,14 @@ func TestEvalTrainingPod(t *testing.T) {
 			for k, v := range rejected {
 				want[k] = v
 			}
-			rep := run(t, evaluator(t, tt.settings), readPod(t, "pod.yaml"))
-			check(t, rep, tt.selected, want)
-			if rep.Permit.Code != "Success" {
-				t.Errorf("permit %s %q, want Success", rep.Permit.Code, rep.Permit.Reasons)
-			}
+			testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) *eval.Report {
+				rep := run(t, evaluator(t, wasm, tt.settings), readPod(t, "pod.yaml"))
+				check(t, rep, tt.selected, want)
+				if rep.Permit.Code != "Success" {
+					t.Errorf("permit %s %q, want Success", rep.Permit.Code, rep.Permit.Reasons)
+				}
+				return rep
+			})
 		})
 	}
 }
@@ -166,29 +174,35 @@ func TestEvalSharedNotebook(t *testing.T) {
 	wrong := func(product string) verdict {
 		return unresolvable("gpu: wrong GPU product: want one of [Tesla-T4, NVIDIA-L4], node has " + product)
 	}
-	rep := run(t, evaluator(t, ""), readPod(t, "pod-shared.yaml"))
-	check(t, rep, "t4-shared-01", map[string]verdict{
-		"dgx-a100-01":  wrong("NVIDIA-A100-SXM4-80GB"),
-		"dgx-a100-02":  wrong("NVIDIA-A100-SXM4-80GB"),
-		"dgx-a100-03":  wrong("NVIDIA-A100-SXM4-80GB"),
-		"a100-40g-01":  wrong("NVIDIA-A100-SXM4-40GB"),
-		"t4-shared-01": pass(100),
-		"cpu-01":       unresolvable("gpu: insufficient free nvidia.com/gpu: need 1, free 0"),
+	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) *eval.Report {
+		rep := run(t, evaluator(t, wasm, ""), readPod(t, "pod-shared.yaml"))
+		check(t, rep, "t4-shared-01", map[string]verdict{
+			"dgx-a100-01":  wrong("NVIDIA-A100-SXM4-80GB"),
+			"dgx-a100-02":  wrong("NVIDIA-A100-SXM4-80GB"),
+			"dgx-a100-03":  wrong("NVIDIA-A100-SXM4-80GB"),
+			"a100-40g-01":  wrong("NVIDIA-A100-SXM4-40GB"),
+			"t4-shared-01": pass(100),
+			"cpu-01":       unresolvable("gpu: insufficient free nvidia.com/gpu: need 1, free 0"),
+		})
+		return rep
 	})
 }
 
 // TestEvalMinMemory: without a product list, the memory minimum alone
 // excludes the T4, and binpack fills the fullest A100 first.
 func TestEvalMinMemory(t *testing.T) {
-	rep := run(t, evaluator(t, ""), readPod(t, "pod-inference.yaml"))
-	// Free after placement: 1, 4, 0, 3.
-	check(t, rep, "dgx-a100-03", map[string]verdict{
-		"dgx-a100-01":  pass(75),
-		"dgx-a100-02":  pass(0),
-		"dgx-a100-03":  pass(100),
-		"a100-40g-01":  pass(25),
-		"t4-shared-01": unresolvable("gpu: insufficient GPU memory: need 20000 MiB, node has 15360 MiB"),
-		"cpu-01":       unresolvable("gpu: insufficient free nvidia.com/gpu: need 1, free 0"),
+	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) *eval.Report {
+		rep := run(t, evaluator(t, wasm, ""), readPod(t, "pod-inference.yaml"))
+		// Free after placement: 1, 4, 0, 3.
+		check(t, rep, "dgx-a100-03", map[string]verdict{
+			"dgx-a100-01":  pass(75),
+			"dgx-a100-02":  pass(0),
+			"dgx-a100-03":  pass(100),
+			"a100-40g-01":  pass(25),
+			"t4-shared-01": unresolvable("gpu: insufficient GPU memory: need 20000 MiB, node has 15360 MiB"),
+			"cpu-01":       unresolvable("gpu: insufficient free nvidia.com/gpu: need 1, free 0"),
+		})
+		return rep
 	})
 }
 
@@ -198,14 +212,17 @@ func TestEvalInitContainer(t *testing.T) {
 	pod := readPod(t, "pod-cpu.yaml")
 	pod.Spec.InitContainers = []v1.Container{{Name: "warmup", Image: "busybox", Resources: gpuResources(4)}}
 	pod.Spec.Containers[0].Resources = gpuResources(1)
-	rep := run(t, evaluator(t, ""), pod)
-	check(t, rep, "a100-40g-01", map[string]verdict{
-		"dgx-a100-01":  reject("gpu: insufficient free nvidia.com/gpu: need 4, free 2"),
-		"dgx-a100-02":  pass(0),
-		"dgx-a100-03":  reject("gpu: insufficient free nvidia.com/gpu: need 4, free 1"),
-		"a100-40g-01":  pass(100),
-		"t4-shared-01": unresolvable(sharedRefused),
-		"cpu-01":       unresolvable("gpu: insufficient free nvidia.com/gpu: need 4, free 0"),
+	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) *eval.Report {
+		rep := run(t, evaluator(t, wasm, ""), pod)
+		check(t, rep, "a100-40g-01", map[string]verdict{
+			"dgx-a100-01":  reject("gpu: insufficient free nvidia.com/gpu: need 4, free 2"),
+			"dgx-a100-02":  pass(0),
+			"dgx-a100-03":  reject("gpu: insufficient free nvidia.com/gpu: need 4, free 1"),
+			"a100-40g-01":  pass(100),
+			"t4-shared-01": unresolvable(sharedRefused),
+			"cpu-01":       unresolvable("gpu: insufficient free nvidia.com/gpu: need 4, free 0"),
+		})
+		return rep
 	})
 }
 
@@ -233,10 +250,13 @@ func TestEvalNoGPUPod(t *testing.T) {
 			pod := readPod(t, "pod-cpu.yaml")
 			// Annotations of a pod without GPUs are not read.
 			pod.Annotations = map[string]string{AnnotationMinMemory: "lots"}
-			rep := run(t, evaluator(t, tt.settings), pod)
-			check(t, rep, tt.selected, map[string]verdict{
-				"dgx-a100-01": pass(tt.gpu), "dgx-a100-02": pass(tt.gpu), "dgx-a100-03": pass(tt.gpu),
-				"a100-40g-01": pass(tt.gpu), "t4-shared-01": pass(tt.gpu), "cpu-01": pass(tt.cpu),
+			testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) *eval.Report {
+				rep := run(t, evaluator(t, wasm, tt.settings), pod)
+				check(t, rep, tt.selected, map[string]verdict{
+					"dgx-a100-01": pass(tt.gpu), "dgx-a100-02": pass(tt.gpu), "dgx-a100-03": pass(tt.gpu),
+					"a100-40g-01": pass(tt.gpu), "t4-shared-01": pass(tt.gpu), "cpu-01": pass(tt.cpu),
+				})
+				return rep
 			})
 		})
 	}
@@ -251,22 +271,27 @@ func TestEvalMalformedAnnotation(t *testing.T) {
 		{AnnotationProduct, ",", `gpu: bad annotation gpu.wasmsched.io/product: "," lists no product`},
 		{AnnotationAllowShared, "yes", `gpu: bad annotation gpu.wasmsched.io/allow-shared: "yes" is not "true" or "false"`},
 	}
-	ev := evaluator(t, "")
-	for _, tt := range tests {
-		t.Run(tt.key, func(t *testing.T) {
-			pod := readPod(t, "pod.yaml")
-			pod.Annotations[tt.key] = tt.value
-			rep := run(t, ev, pod)
-			want := map[string]verdict{}
-			for _, n := range []string{"dgx-a100-01", "dgx-a100-02", "dgx-a100-03", "a100-40g-01", "t4-shared-01", "cpu-01"} {
-				want[n] = unresolvable(tt.reason)
-			}
-			check(t, rep, "", want)
-			if rep.Permit.Code != "Skip" {
-				t.Errorf("permit %s, want Skip", rep.Permit.Code)
-			}
-		})
-	}
+	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) []*eval.Report {
+		ev := evaluator(t, wasm, "")
+		var reps []*eval.Report
+		for _, tt := range tests {
+			t.Run(tt.key, func(t *testing.T) {
+				pod := readPod(t, "pod.yaml")
+				pod.Annotations[tt.key] = tt.value
+				rep := run(t, ev, pod)
+				want := map[string]verdict{}
+				for _, n := range []string{"dgx-a100-01", "dgx-a100-02", "dgx-a100-03", "a100-40g-01", "t4-shared-01", "cpu-01"} {
+					want[n] = unresolvable(tt.reason)
+				}
+				check(t, rep, "", want)
+				if rep.Permit.Code != "Skip" {
+					t.Errorf("permit %s, want Skip", rep.Permit.Code)
+				}
+				reps = append(reps, rep)
+			})
+		}
+		return reps
+	})
 }
 
 // TestEvalSettingsRejected: bad settings fail the load, naming the problem.
@@ -275,17 +300,21 @@ func TestEvalSettingsRejected(t *testing.T) {
 		{`{"strategy": "pack"}`, `"strategy" must be "binpack" or "spread", not "pack"`},
 		{`{"reserveGPUNodes": true, "extra": 1}`, `unknown field "extra"`},
 	}
-	wasm := testwasm.Bytes(t, "examples/gpu")
-	for _, tt := range tests {
-		t.Run(tt.settings, func(t *testing.T) {
-			ev, err := eval.Load(context.Background(), []eval.PolicySpec{{Name: Name, Wasm: wasm, Settings: []byte(tt.settings)}})
-			if err == nil {
-				ev.Close(context.Background())
-				t.Fatalf("settings %s loaded, want an error", tt.settings)
-			}
-			if !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("error %q does not contain %q", err, tt.want)
-			}
-		})
-	}
+	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) []string {
+		var errs []string
+		for _, tt := range tests {
+			t.Run(tt.settings, func(t *testing.T) {
+				ev, err := eval.Load(context.Background(), []eval.PolicySpec{{Name: Name, Wasm: wasm, Settings: []byte(tt.settings)}})
+				if err == nil {
+					ev.Close(context.Background())
+					t.Fatalf("settings %s loaded, want an error", tt.settings)
+				}
+				if !strings.Contains(err.Error(), tt.want) {
+					t.Errorf("error %q does not contain %q", err, tt.want)
+				}
+				errs = append(errs, testwasm.Unversioned(err))
+			})
+		}
+		return errs
+	})
 }

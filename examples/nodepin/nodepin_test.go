@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 
@@ -14,16 +13,7 @@ import (
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "wasmsched-cache-")
-	if err != nil {
-		panic(err)
-	}
-	os.Setenv("WASMSCHED_CACHE_DIR", dir)
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testwasm.Main(m) }
 
 func node(name string) *guest.NodeInfo {
 	return &guest.NodeInfo{NodeInfo: &abiv1.NodeInfo{Node: &abiv1.Node{Name: name}}}
@@ -65,9 +55,15 @@ func TestSettingsValidation(t *testing.T) {
 	}
 }
 
-// The built module, through the host code the scheduler uses.
+// The built module, through the host code the scheduler uses: the Go and
+// TinyGo builds must give the same reports (testwasm.Agree).
 func TestModuleThroughHost(t *testing.T) {
+	testwasm.Agree(t, "examples/nodepin", moduleThroughHost)
+}
+
+func moduleThroughHost(t *testing.T, wasm []byte) []any {
 	ctx := context.Background()
+	var results []any
 	in := eval.Input{}
 	var err error
 	if in.Pod, err = eval.ReadPod("testdata/pod.yaml"); err != nil {
@@ -83,7 +79,7 @@ func TestModuleThroughHost(t *testing.T) {
 		{"", []string{"k8s-node1"}},
 		{`{"nodes": ["k8s-node2", "k8s-node3"]}`, []string{"k8s-node2", "k8s-node3"}},
 	} {
-		ev, err := eval.Load(ctx, []eval.PolicySpec{{Name: "nodepin", Wasm: testwasm.Bytes(t, "examples/nodepin"), Settings: []byte(tc.settings)}})
+		ev, err := eval.Load(ctx, []eval.PolicySpec{{Name: "nodepin", Wasm: wasm, Settings: []byte(tc.settings)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,11 +94,13 @@ func TestModuleThroughHost(t *testing.T) {
 		if rep.Selected != tc.passing[0] {
 			t.Errorf("settings %q: selected %q", tc.settings, rep.Selected)
 		}
+		results = append(results, rep)
 	}
-	_, err = eval.Load(ctx, []eval.PolicySpec{{Name: "nodepin", Wasm: testwasm.Bytes(t, "examples/nodepin"), Settings: []byte(`{"nodes": ["a"], "typo": 1}`)}})
+	_, err = eval.Load(ctx, []eval.PolicySpec{{Name: "nodepin", Wasm: wasm, Settings: []byte(`{"nodes": ["a"], "typo": 1}`)}})
 	if err == nil || !strings.Contains(err.Error(), `settings: json: unknown field "typo"`) {
 		t.Fatalf("unknown setting: %v", err)
 	}
+	return append(results, testwasm.Unversioned(err))
 }
 
 func TestREADME(t *testing.T) { testwasm.CheckREADMEEval(t, "README.md", "nodepin") }

@@ -22,23 +22,17 @@ import (
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
-func TestMain(m *testing.M) {
-	// Compile the module once per run, not once per Load.
-	dir, err := os.MkdirTemp("", "wasmsched-cache-")
-	if err != nil {
-		panic(err)
-	}
-	os.Setenv("WASMSCHED_CACHE_DIR", dir)
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testwasm.Main(m) }
 
-// load builds and loads the module with settings, the way `wasmsched eval`
-// does.
-func load(t *testing.T, settings string) *eval.Evaluator {
+// Every test runs against the module built by each toolchain (Go and
+// TinyGo), and the builds must give the same verdicts, reasons and scores
+// (testwasm.Agree).
+const pkg = "examples/zone"
+
+// load loads the module wasm with settings, the way `wasmsched eval` does.
+func load(t *testing.T, wasm []byte, settings string) *eval.Evaluator {
 	t.Helper()
-	ev, err := eval.Load(context.Background(), []eval.PolicySpec{{Name: "zone", Wasm: testwasm.Bytes(t, "examples/zone"), Settings: []byte(settings)}})
+	ev, err := eval.Load(context.Background(), []eval.PolicySpec{{Name: "zone", Wasm: wasm, Settings: []byte(settings)}})
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
@@ -102,89 +96,105 @@ func check(t *testing.T, rep *eval.Report, want map[string]verdict) {
 const skewA = "zone: placing app=web in zone a would make skew 2 > maxSkew 1 (a=1, b=0, c=0)"
 
 func TestEvalTestdata(t *testing.T) {
-	rep, err := load(t, settingsFile(t, "settings.json")).Evaluate(context.Background(), readInput(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	check(t, rep, map[string]verdict{
-		"a-1":    {"Unschedulable", skewA, -1},
-		"a-2":    {"Unschedulable", skewA, -1},
-		"b-1":    {"Success", "", 100},
-		"c-1":    {"Success", "", 100},
-		"d-1":    {"UnschedulableAndUnresolvable", "zone: zone d is denied", -1},
-		"edge-1": {"Success", "", 0},
+	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) *eval.Report {
+		rep, err := load(t, wasm, settingsFile(t, "settings.json")).Evaluate(context.Background(), readInput(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, rep, map[string]verdict{
+			"a-1":    {"Unschedulable", skewA, -1},
+			"a-2":    {"Unschedulable", skewA, -1},
+			"b-1":    {"Success", "", 100},
+			"c-1":    {"Success", "", 100},
+			"d-1":    {"UnschedulableAndUnresolvable", "zone: zone d is denied", -1},
+			"edge-1": {"Success", "", 0},
+		})
+		if rep.Selected != "b-1" || rep.Permit.Code != "Success" {
+			t.Fatalf("selected %q, permit %+v", rep.Selected, rep.Permit)
+		}
+		return rep
 	})
-	if rep.Selected != "b-1" || rep.Permit.Code != "Success" {
-		t.Fatalf("selected %q, permit %+v", rep.Selected, rep.Permit)
-	}
 }
 
 func TestEvalRequireZone(t *testing.T) {
-	rep, err := load(t, settingsFile(t, "settings-require.json")).Evaluate(context.Background(), readInput(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := rep.SortedNames("UnschedulableAndUnresolvable"); !slices.Equal(got, []string{"d-1", "edge-1"}) {
-		t.Fatalf("unresolvable %v, want [d-1 edge-1]", got)
-	}
-	for _, n := range rep.Nodes {
-		if n.Name == "edge-1" && n.Reasons[0] != "zone: node edge-1 has no topology.kubernetes.io/zone label" {
-			t.Fatalf("edge-1: %q", n.Reasons)
+	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) *eval.Report {
+		rep, err := load(t, wasm, settingsFile(t, "settings-require.json")).Evaluate(context.Background(), readInput(t))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		if got := rep.SortedNames("UnschedulableAndUnresolvable"); !slices.Equal(got, []string{"d-1", "edge-1"}) {
+			t.Fatalf("unresolvable %v, want [d-1 edge-1]", got)
+		}
+		for _, n := range rep.Nodes {
+			if n.Name == "edge-1" && n.Reasons[0] != "zone: node edge-1 has no topology.kubernetes.io/zone label" {
+				t.Fatalf("edge-1: %q", n.Reasons)
+			}
+		}
+		return rep
+	})
 }
 
 func TestEvalScoresPreferEmptierZones(t *testing.T) {
-	in := readInput(t)
-	// maxSkew 2 lets zone a in; it holds web-1, so it scores lowest.
-	rep, err := load(t, `{"deniedZones": ["d"], "maxSkew": 2}`).Evaluate(context.Background(), in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	check(t, rep, map[string]verdict{
-		"a-1":    {"Success", "", 0},
-		"a-2":    {"Success", "", 0},
-		"b-1":    {"Success", "", 100},
-		"c-1":    {"Success", "", 100},
-		"d-1":    {"UnschedulableAndUnresolvable", "zone: zone d is denied", -1},
-		"edge-1": {"Success", "", 0},
+	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) *eval.Report {
+		in := readInput(t)
+		// maxSkew 2 lets zone a in; it holds web-1, so it scores lowest.
+		rep, err := load(t, wasm, `{"deniedZones": ["d"], "maxSkew": 2}`).Evaluate(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, rep, map[string]verdict{
+			"a-1":    {"Success", "", 0},
+			"a-2":    {"Success", "", 0},
+			"b-1":    {"Success", "", 100},
+			"c-1":    {"Success", "", 100},
+			"d-1":    {"UnschedulableAndUnresolvable", "zone: zone d is denied", -1},
+			"edge-1": {"Success", "", 0},
+		})
+		return rep
 	})
 }
 
 func TestEvalUngroupedPod(t *testing.T) {
-	in := readInput(t)
-	in.Pod = &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "tool", Namespace: "default", UID: "uid-tool"}}
-	rep, err := load(t, settingsFile(t, "settings.json")).Evaluate(context.Background(), in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	check(t, rep, map[string]verdict{
-		"a-1":    {"Success", "", 0},
-		"a-2":    {"Success", "", 0},
-		"b-1":    {"Success", "", 0},
-		"c-1":    {"Success", "", 0},
-		"d-1":    {"UnschedulableAndUnresolvable", "zone: zone d is denied", -1},
-		"edge-1": {"Success", "", 0},
+	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) *eval.Report {
+		in := readInput(t)
+		in.Pod = &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "tool", Namespace: "default", UID: "uid-tool"}}
+		rep, err := load(t, wasm, settingsFile(t, "settings.json")).Evaluate(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, rep, map[string]verdict{
+			"a-1":    {"Success", "", 0},
+			"a-2":    {"Success", "", 0},
+			"b-1":    {"Success", "", 0},
+			"c-1":    {"Success", "", 0},
+			"d-1":    {"UnschedulableAndUnresolvable", "zone: zone d is denied", -1},
+			"edge-1": {"Success", "", 0},
+		})
+		return rep
 	})
 }
 
 func TestEvalRejectsBadSettings(t *testing.T) {
-	wasm := testwasm.Bytes(t, "examples/zone")
-	for _, tc := range []struct{ settings, want string }{
-		{`{"maxSkew": 0}`, `"maxSkew" must be at least 1`},
-		{`{"groupLabel": ""}`, `"groupLabel" must not be empty`},
-		{`{"requireZones": true}`, `unknown field "requireZones"`},
-	} {
-		ev, err := eval.Load(context.Background(), []eval.PolicySpec{{Name: "zone", Wasm: wasm, Settings: []byte(tc.settings)}})
-		if err == nil {
-			ev.Close(context.Background())
-			t.Errorf("settings %s loaded, want an error", tc.settings)
-			continue
+	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) []string {
+		var errs []string
+		for _, tc := range []struct{ settings, want string }{
+			{`{"maxSkew": 0}`, `"maxSkew" must be at least 1`},
+			{`{"groupLabel": ""}`, `"groupLabel" must not be empty`},
+			{`{"requireZones": true}`, `unknown field "requireZones"`},
+		} {
+			ev, err := eval.Load(context.Background(), []eval.PolicySpec{{Name: "zone", Wasm: wasm, Settings: []byte(tc.settings)}})
+			if err == nil {
+				ev.Close(context.Background())
+				t.Errorf("settings %s loaded, want an error", tc.settings)
+				continue
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("settings %s: %v, want it to contain %q", tc.settings, err, tc.want)
+			}
+			errs = append(errs, testwasm.Unversioned(err))
 		}
-		if !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("settings %s: %v, want it to contain %q", tc.settings, err, tc.want)
-		}
-	}
+		return errs
+	})
 }
 
 // TestFilterOnPreemptionCopies drives Filter through host/policy with the
@@ -192,8 +202,12 @@ func TestEvalRejectsBadSettings(t *testing.T) {
 // with victims removed, and the policy must judge that copy, not the
 // cycle's counts.
 func TestFilterOnPreemptionCopies(t *testing.T) {
+	testwasm.Agree(t, pkg, filterOnPreemptionCopies)
+}
+
+func filterOnPreemptionCopies(t *testing.T, wasm []byte) []hostpolicy.Status {
 	ctx := context.Background()
-	p, err := hostpolicy.Load(ctx, hostpolicy.Options{Name: "zone", Wasm: testwasm.Bytes(t, "examples/zone"), MaxInstances: 1})
+	p, err := hostpolicy.Load(ctx, hostpolicy.Options{Name: "zone", Wasm: wasm, MaxInstances: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +234,9 @@ func TestFilterOnPreemptionCopies(t *testing.T) {
 	if err := copied.RemovePod(klog.Background(), victim); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := p.Filter(ctx, c, copied); err != nil || !s.IsSuccess() {
-		t.Fatalf("a-1 without web-2: %+v %v", s, err)
+	s2, err := p.Filter(ctx, c, copied)
+	if err != nil || !s2.IsSuccess() {
+		t.Fatalf("a-1 without web-2: %+v %v", s2, err)
 	}
+	return []hostpolicy.Status{s, s2}
 }

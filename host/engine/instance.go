@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -19,6 +20,33 @@ import (
 // MaxMessage bounds any message a guest returns and any request the host
 // writes (64 MiB).
 const MaxMessage = 64 << 20
+
+// Reasons travel into pod conditions, Events and logs, which cannot hold
+// megabytes: the host keeps at most MaxReasons reasons of a verdict and at
+// most MaxReasonBytes bytes of each, and says what it cut.
+const (
+	MaxReasons     = 16
+	MaxReasonBytes = 1024
+)
+
+// clipReasons applies MaxReasons and MaxReasonBytes, in place.
+func clipReasons(rs []string) []string {
+	if len(rs) > MaxReasons {
+		more := len(rs) - MaxReasons + 1
+		rs = append(rs[:MaxReasons-1], fmt.Sprintf("(%d more reasons cut)", more))
+	}
+	for i, r := range rs {
+		if len(r) <= MaxReasonBytes {
+			continue
+		}
+		cut := MaxReasonBytes
+		for cut > 0 && !utf8.RuneStart(r[cut]) {
+			cut--
+		}
+		rs[i] = fmt.Sprintf("%s... (%d bytes cut)", r[:cut], len(r)-cut)
+	}
+	return rs
+}
 
 // Instance is one sandboxed instance of a Module. It is not safe for
 // concurrent use: one goroutine at a time may call it (the pool in package
@@ -266,6 +294,7 @@ func (in *Instance) Init(policyName string, settings []byte) (*abiv1.PolicyInfo,
 		in.broken = true
 		return nil, in.m.errorf("init", KindInvalid, fmt.Errorf("undecodable PolicyInfo: %v", err))
 	}
+	info.Reasons = clipReasons(info.Reasons)
 	if code != abiv1.Code_CODE_SUCCESS || info.Code != abiv1.Code_CODE_SUCCESS {
 		reason := strings.Join(info.Reasons, "; ")
 		if reason == "" {
@@ -312,6 +341,12 @@ func (in *Instance) Result(call string) (*abiv1.Result, error) {
 	if err := r.UnmarshalVT(raw); err != nil {
 		in.broken = true
 		return nil, in.m.errorf(call, KindInvalid, fmt.Errorf("undecodable Result: %v", err))
+	}
+	r.Reasons = clipReasons(r.Reasons)
+	for _, a := range r.Actions {
+		if a != nil && len(a.Reason) > MaxReasonBytes {
+			a.Reason = clipReasons([]string{a.Reason})[0]
+		}
 	}
 	return r, nil
 }

@@ -6,8 +6,10 @@ package eval
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -45,6 +47,50 @@ type Report struct {
 	Nodes    []NodeResult `json:"nodes"`
 	Permit   Verdict      `json:"permit"`
 	Selected string       `json:"selected"`
+	// Failures lists, in the order they happened, the policy failures the
+	// scheduler would apply a failurePolicy to: a trap, a timeout, memory
+	// exhaustion, an answer that breaks the ABI, a score outside 0..100, or
+	// a guest's own Error verdict. Each names the policy, its version and
+	// the call. The nodes concerned show the same text with code Error.
+	Failures []string `json:"failures,omitempty"`
+}
+
+// Err returns the report's failures as one error, or nil when there were
+// none: the first failure, and how many more followed.
+func (r *Report) Err() error {
+	switch len(r.Failures) {
+	case 0:
+		return nil
+	case 1:
+		return errors.New(r.Failures[0])
+	}
+	return fmt.Errorf("%s (and %d more policy failures)", r.Failures[0], len(r.Failures)-1)
+}
+
+// fail records a policy failure and returns its text.
+func (r *Report) fail(err error) string {
+	msg := oneLine(err.Error())
+	r.Failures = append(r.Failures, msg)
+	return msg
+}
+
+// oneLine keeps an error message on one line, so that it reads as one
+// line at the CLI and in a table cell.
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// guestError turns a guest's own Error verdict into a failure, as the
+// plugin does: the failure policy applies to it as to a trap.
+func guestError(p *policy.Policy, call string, s policy.Status) error {
+	if s.Code != abiv1.Code_CODE_ERROR {
+		return nil
+	}
+	return &engine.CallError{Policy: p.Name(), Version: p.Version(), Call: call, Kind: engine.KindGuest,
+		Err: fmt.Errorf("policy reported an error: %s", strings.Join(s.Reasons, "; "))}
 }
 
 // NodeResult is one node's verdict; Score is set for nodes that passed.
@@ -120,9 +166,13 @@ func NodeInfos(in Input) ([]fwk.NodeInfo, error) {
 }
 
 // Evaluate runs PreFilter, Filter on every node, Score with normalisation
-// and weights, and Permit on the selected node. Policy failures are
+// and weights, and Reserve, Permit, PreBind and PostBind on the selected
+// node (PostFilter when no node fits, Unreserve when the pod is stopped
+// after Reserve). Policy failures are
 // reported as Error verdicts, as the scheduler would with failurePolicy
-// Fail; only bad input is returned as an error.
+// Fail, and listed in Report.Failures (Report.Err); only bad input is
+// returned as an error. A failed call discards its instance, as in the
+// scheduler: the next call runs on a fresh one.
 func (e *Evaluator) Evaluate(ctx context.Context, in Input) (*Report, error) {
 	if in.Pod == nil {
 		return nil, fmt.Errorf("no pod to evaluate")
@@ -142,8 +192,11 @@ func (e *Evaluator) Evaluate(ctx context.Context, in Input) (*Report, error) {
 	allowed := map[string]bool(nil)
 	for i, p := range e.policies {
 		res, err := p.PreFilter(ctx, c)
+		if err == nil {
+			err = guestError(p, "pre_filter", res.Status)
+		}
 		if err != nil {
-			return e.rejectAll(rep, "Error", err.Error()), nil
+			return e.rejectAll(rep, "Error", rep.fail(err)), nil
 		}
 		switch res.Status.Code {
 		case abiv1.Code_CODE_SUCCESS:
@@ -178,8 +231,11 @@ func (e *Evaluator) Evaluate(ctx context.Context, in Input) (*Report, error) {
 				continue
 			}
 			s, err := p.Filter(ctx, c, ni)
+			if err == nil {
+				err = guestError(p, "filter", s)
+			}
 			if err != nil {
-				r.Code, r.Reasons, ok = "Error", []string{err.Error()}, false
+				r.Code, r.Reasons, ok = "Error", []string{rep.fail(err)}, false
 				break
 			}
 			if !s.IsSuccess() {
@@ -206,10 +262,10 @@ func (e *Evaluator) Evaluate(ctx context.Context, in Input) (*Report, error) {
 		for k, i := range feasible {
 			v, s, err := p.Score(ctx, c, nodes[i])
 			if err == nil && !s.IsSuccess() {
-				err = fmt.Errorf("policy %s: score: %s %v", p.Name(), policy.CodeName(s.Code), s.Reasons)
+				err = fmt.Errorf("policy %s@%s: score: %s %v", p.Name(), p.Version(), policy.CodeName(s.Code), s.Reasons)
 			}
 			if err != nil {
-				rep.Nodes[i].Code, rep.Nodes[i].Reasons = "Error", []string{err.Error()}
+				rep.Nodes[i].Code, rep.Nodes[i].Reasons = "Error", []string{rep.fail(err)}
 				failed = true
 				continue
 			}
@@ -222,11 +278,12 @@ func (e *Evaluator) Evaluate(ctx context.Context, in Input) (*Report, error) {
 		if p.Implements(abiv1.Point_POINT_NORMALIZE_SCORE) {
 			s, err := p.NormalizeScore(ctx, c, infos, scores)
 			if err == nil && !s.IsSuccess() {
-				err = fmt.Errorf("policy %s: normalize_score: %s %v", p.Name(), policy.CodeName(s.Code), s.Reasons)
+				err = fmt.Errorf("policy %s@%s: normalize_score: %s %v", p.Name(), p.Version(), policy.CodeName(s.Code), s.Reasons)
 			}
 			if err != nil {
+				msg := rep.fail(err)
 				for _, i := range feasible {
-					rep.Nodes[i].Code, rep.Nodes[i].Reasons = "Error", []string{err.Error()}
+					rep.Nodes[i].Code, rep.Nodes[i].Reasons = "Error", []string{msg}
 				}
 				feasible = nil
 				break
@@ -238,7 +295,7 @@ func (e *Evaluator) Evaluate(ctx context.Context, in Input) (*Report, error) {
 		}
 		for k, i := range feasible {
 			if v := scores[k].Score; v < 0 || v > 100 {
-				rep.Nodes[i].Code, rep.Nodes[i].Reasons = "Error", []string{fmt.Sprintf("policy %s: score %d for node %s is outside 0..100", p.Name(), v, rep.Nodes[i].Name)}
+				rep.Nodes[i].Code, rep.Nodes[i].Reasons = "Error", []string{rep.fail(fmt.Errorf("policy %s@%s: score: %d for node %s is outside 0..100", p.Name(), p.Version(), v, rep.Nodes[i].Name))}
 				continue
 			}
 			totals[i] += w * scores[k].Score
@@ -263,23 +320,97 @@ func (e *Evaluator) Evaluate(ctx context.Context, in Input) (*Report, error) {
 		}
 	}
 	if best < 0 {
+		e.postFilter(ctx, rep, c, nodes)
 		rep.Permit = Verdict{Code: "Skip", Reasons: []string{"no node passed Filter"}}
 		return rep, nil
 	}
 	rep.Selected = rep.Nodes[best].Name
-	rep.Permit = e.permit(ctx, c, nodes[best])
+	rep.Permit = e.bind(ctx, rep, c, nodes[best])
 	return rep, nil
 }
 
-func (e *Evaluator) permit(ctx context.Context, c *policy.Cycle, ni fwk.NodeInfo) Verdict {
+// postFilter gives the policies that export PostFilter their say when no
+// node fits, as the scheduler would; only their failures are reported.
+func (e *Evaluator) postFilter(ctx context.Context, rep *Report, c *policy.Cycle, nodes []fwk.NodeInfo) {
+	var statuses []policy.NodeStatus
+	for i, ni := range nodes {
+		code := abiv1.Code_CODE_UNSCHEDULABLE
+		if rep.Nodes[i].Code == "UnschedulableAndUnresolvable" {
+			code = abiv1.Code_CODE_UNSCHEDULABLE_AND_UNRESOLVABLE
+		}
+		statuses = append(statuses, policy.NodeStatus{Node: ni, Status: policy.Status{Code: code, Reasons: rep.Nodes[i].Reasons}})
+	}
+	for _, p := range e.policies {
+		if !p.Implements(abiv1.Point_POINT_POST_FILTER) {
+			continue
+		}
+		if _, _, err := p.PostFilter(ctx, c, statuses); err != nil {
+			rep.fail(err)
+		}
+	}
+}
+
+// bind runs the rest of the cycle on the selected node, as the scheduler
+// would: Reserve, Permit, PreBind and PostBind, with Unreserve when
+// Reserve, Permit or PreBind stops the pod. The verdict shown as PERMIT is
+// the first that stopped the pod, whichever point gave it.
+func (e *Evaluator) bind(ctx context.Context, rep *Report, c *policy.Cycle, ni fwk.NodeInfo) Verdict {
+	v := e.nodeCalls(ctx, rep, c, ni, abiv1.Point_POINT_RESERVE)
+	if v.Code == "Success" {
+		v = e.permit(ctx, rep, c, ni)
+	}
+	if v.Code == "Success" {
+		v = e.nodeCalls(ctx, rep, c, ni, abiv1.Point_POINT_PRE_BIND)
+	}
+	switch v.Code {
+	case "Success":
+		e.nodeCalls(ctx, rep, c, ni, abiv1.Point_POINT_POST_BIND)
+	case "Wait":
+	default:
+		e.nodeCalls(ctx, rep, c, ni, abiv1.Point_POINT_UNRESERVE)
+	}
+	return v
+}
+
+// nodeCalls runs Reserve, PreBind, PostBind or Unreserve on every policy
+// that exports it, stopping at the first that does not succeed (except for
+// PostBind and Unreserve, which have no verdict).
+func (e *Evaluator) nodeCalls(ctx context.Context, rep *Report, c *policy.Cycle, ni fwk.NodeInfo, pt abiv1.Point) Verdict {
+	informational := pt == abiv1.Point_POINT_POST_BIND || pt == abiv1.Point_POINT_UNRESERVE
+	for _, p := range e.policies {
+		if !p.Implements(pt) {
+			continue
+		}
+		s, _, err := p.NodeCall(ctx, pt, c, ni, nil)
+		if err == nil && !informational {
+			err = guestError(p, engine.PointName(pt), s)
+		}
+		if err != nil {
+			msg := rep.fail(err)
+			if !informational {
+				return Verdict{Code: "Error", Reasons: []string{msg}}
+			}
+			continue
+		}
+		if !informational && !s.IsSuccess() {
+			return Verdict{Code: policy.CodeName(s.Code), Reasons: nonNil(s.Reasons)}
+		}
+	}
+	return Verdict{Code: "Success", Reasons: []string{}}
+}
+
+func (e *Evaluator) permit(ctx context.Context, rep *Report, c *policy.Cycle, ni fwk.NodeInfo) Verdict {
 	v := Verdict{Code: "Success", Reasons: []string{}}
 	for _, p := range e.policies {
 		if !p.Implements(abiv1.Point_POINT_PERMIT) {
 			continue
 		}
 		res, err := p.Permit(ctx, c, ni, nil)
+		if err == nil {
+			err = guestError(p, "permit", res.Status)
+		}
 		if err != nil {
-			return Verdict{Code: "Error", Reasons: []string{err.Error()}}
+			return Verdict{Code: "Error", Reasons: []string{rep.fail(err)}}
 		}
 		switch res.Status.Code {
 		case abiv1.Code_CODE_SUCCESS:

@@ -22,6 +22,12 @@ var (
 		Help:           "Failed calls into WASM policies, by policy, extension point and kind (trap, timeout, memory, invalid, ...).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"policy", "point", "kind"})
+	skipsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "policy_skips_total",
+		Help:           "Times a failing policy with failurePolicy Ignore was skipped for the rest of a pod's scheduling cycle, by policy, extension point and kind of failure (trap, timeout, memory, invalid, guest, ...).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"policy", "point", "kind"})
 	callDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
 		Subsystem:      subsystem,
 		Name:           "policy_call_duration_seconds",
@@ -73,7 +79,7 @@ var (
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(callsTotal, errorsTotal, callDuration, activeVersion, instancesGauge,
+		legacyregistry.MustRegister(callsTotal, errorsTotal, skipsTotal, callDuration, activeVersion, instancesGauge,
 			reloadsTotal, reloadDuration, shadowDisagreements, shadowComparisons)
 	})
 }

@@ -229,33 +229,83 @@ func (p *Policy) with(ctx context.Context, fn func(m *member) error) error {
 	return err
 }
 
-// handleTable assigns each node name a small, stable handle.
+// handleTable assigns each node name a small, stable handle. Every Filter
+// and Score looks a handle up, from many goroutines at once, so reads take
+// no lock and write nothing shared: they read an immutable map. New names
+// go to a small locked map first; a new immutable map is built once the
+// lookups that had to take the lock are a sizeable share of its size, so
+// that a table of n names costs O(n) to build and no name stays on the
+// locked path for long.
 type handleTable struct {
-	byName sync.Map // string -> int32
-	mu     sync.Mutex
-	next   int32
+	names atomic.Pointer[map[string]int32]
+
+	mu    sync.Mutex
+	fresh map[string]int32 // names not yet in names
+	slow  int              // locked lookups since the last merge
+	next  int32
 }
 
 func (t *handleTable) get(name string) int32 {
-	if h, ok := t.byName.Load(name); ok {
-		return h.(int32)
+	if h, ok := t.fast(name); ok {
+		return h
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if h, ok := t.byName.Load(name); ok {
-		return h.(int32)
+	h, ok := t.slowLocked(name)
+	if !ok {
+		h = t.next
+		t.next++
+		if t.fresh == nil {
+			t.fresh = map[string]int32{}
+		}
+		t.fresh[name] = h
 	}
-	h := t.next
-	t.next++
-	t.byName.Store(name, h)
 	return h
 }
 
 // lookup returns the handle of a node name that has one.
 func (t *handleTable) lookup(name string) (int32, bool) {
-	h, ok := t.byName.Load(name)
-	if !ok {
-		return 0, false
+	if h, ok := t.fast(name); ok {
+		return h, true
 	}
-	return h.(int32), true
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.slowLocked(name)
+}
+
+func (t *handleTable) fast(name string) (int32, bool) {
+	if m := t.names.Load(); m != nil {
+		h, ok := (*m)[name]
+		return h, ok
+	}
+	return 0, false
+}
+
+// slowLocked looks name up under t.mu, merging the fresh names into a new
+// immutable map when enough lookups came this way.
+func (t *handleTable) slowLocked(name string) (int32, bool) {
+	h, ok := t.fast(name)
+	if !ok {
+		h, ok = t.fresh[name]
+	}
+	t.slow++
+	old := t.names.Load()
+	size := 0
+	if old != nil {
+		size = len(*old)
+	}
+	if len(t.fresh) > 0 && t.slow >= max(64, size/4) {
+		merged := make(map[string]int32, size+len(t.fresh))
+		if old != nil {
+			for k, v := range *old {
+				merged[k] = v
+			}
+		}
+		for k, v := range t.fresh {
+			merged[k] = v
+		}
+		t.names.Store(&merged)
+		t.fresh, t.slow = nil, 0
+	}
+	return h, ok
 }

@@ -149,6 +149,9 @@ func (p *Pool[T]) Usage() (gets uint64, busy int) {
 	return p.gets, p.size - len(p.idle)
 }
 
+// Max returns the bound on how many objects exist at once.
+func (p *Pool[T]) Max() int { return p.max }
+
 // Size returns how many objects exist.
 func (p *Pool[T]) Size() int {
 	p.mu.Lock()

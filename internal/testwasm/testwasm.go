@@ -1,6 +1,9 @@
 // Package testwasm builds real policy modules for tests, from the Go
-// packages in this repository, the way `make examples` does. Builds are
-// cached per process and by the Go build cache, so asking twice is cheap.
+// packages in this repository, the way `make examples` does (Path, Bytes)
+// and the way `make examples-tinygo` does (TinyGoPath, TinyGoBytes). Builds
+// are cached per process and by the Go build cache, TinyGo builds on disk,
+// so asking twice is cheap. Agree runs a test against both builds and
+// requires them to give the same results.
 package testwasm
 
 import (
@@ -46,16 +49,7 @@ func Path(tb testing.TB, pkg string) string {
 		return p
 	}
 	root := Root(tb)
-	if tmpDir == "" {
-		// One directory per checkout, reused by every test process: the go
-		// build cache makes rebuilding cheap, and nothing piles up in /tmp.
-		sum := sha256.Sum256([]byte(root))
-		tmpDir = filepath.Join(os.TempDir(), "wasmsched-testwasm-"+hex.EncodeToString(sum[:6]))
-		if err := os.MkdirAll(tmpDir, 0o755); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	out := filepath.Join(tmpDir, strings.ReplaceAll(pkg, "/", "_")+".wasm")
+	out := filepath.Join(cacheDir(tb, root), strings.ReplaceAll(pkg, "/", "_")+".wasm")
 	// Build to a private name and rename, so test processes of other
 	// packages building the same module concurrently never see half a file.
 	f, err := os.CreateTemp(tmpDir, "build-*.wasm")
@@ -78,6 +72,23 @@ func Path(tb testing.TB, pkg string) string {
 	}
 	built[pkg] = out
 	return out
+}
+
+// cacheDir returns the directory holding this checkout's builds, creating
+// it. One directory per checkout, reused by every test process: the go build
+// cache makes rebuilding cheap, and nothing piles up in /tmp. The caller
+// holds mu.
+func cacheDir(tb testing.TB, root string) string {
+	tb.Helper()
+	if tmpDir == "" {
+		sum := sha256.Sum256([]byte(root))
+		dir := filepath.Join(os.TempDir(), "wasmsched-testwasm-"+hex.EncodeToString(sum[:6]))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		tmpDir = dir
+	}
+	return tmpDir
 }
 
 // Bytes builds pkg like Path and returns the module bytes.

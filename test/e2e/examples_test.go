@@ -9,7 +9,31 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
+
+// build says how a scenario's policy module is built: the standard Go
+// toolchain (as `make examples`) or TinyGo (as `make examples-tinygo`).
+// The TinyGo variants of the scenarios, Test*TinyGo, are what `make
+// test-tinygo` runs; without the toolchain they skip, or fail under
+// WASMSCHED_REQUIRE_TINYGO=1.
+type build int
+
+const (
+	goBuild build = iota
+	tinygoBuild
+)
+
+// policy returns the policy named name from examples/<name>, built by b.
+func (b build) policy(t *testing.T, name, settings string) policy {
+	t.Helper()
+	p := policy{Name: name, Package: "examples/" + name, Settings: settings}
+	if b == tinygoBuild {
+		p.File = testwasm.TinyGoPath(t, p.Package)
+	}
+	return p
+}
 
 func gpuNode(c *cluster, name, product, memMiB string, gpus int64) {
 	c.t.Helper()
@@ -59,8 +83,11 @@ func nodeSelector(kv ...string) func(*v1.Pod) {
 // gpu: GPU pods go to nodes with the right product and free GPUs, packed
 // tight; CPU pods stay off GPU nodes; a pod no node can serve stays Pending
 // with the policy's reason.
-func TestExampleGPU(t *testing.T) {
-	c := startCluster(t, []policy{{Name: "gpu", Package: "examples/gpu"}})
+func TestExampleGPU(t *testing.T)       { exampleGPU(t, goBuild) }
+func TestExampleGPUTinyGo(t *testing.T) { exampleGPU(t, tinygoBuild) }
+
+func exampleGPU(t *testing.T, b build) {
+	c := startCluster(t, []policy{b.policy(t, "gpu", "")})
 	gpuNode(c, "a100", "NVIDIA-A100-SXM4-80GB", "81920", 4)
 	gpuNode(c, "l4", "NVIDIA-L4", "23034", 2)
 	c.node("cpu", nil)
@@ -109,8 +136,11 @@ func TestExampleZone(t *testing.T) {
 
 // gang: a group of 4 on a cluster with room for 3 stays entirely unbound,
 // and binds entirely once a fourth node appears.
-func TestExampleGang(t *testing.T) {
-	c := startCluster(t, []policy{{Name: "gang", Package: "examples/gang", Settings: `{"timeoutSeconds": 3}`}})
+func TestExampleGang(t *testing.T)       { exampleGang(t, goBuild) }
+func TestExampleGangTinyGo(t *testing.T) { exampleGang(t, tinygoBuild) }
+
+func exampleGang(t *testing.T, b build) {
+	c := startCluster(t, []policy{b.policy(t, "gang", `{"timeoutSeconds": 3}`)})
 	onePodNode := func(name string) {
 		n := c.node(name, nil)
 		n.Status.Allocatable[v1.ResourcePods] = resource.MustParse("1")

@@ -32,6 +32,7 @@ func TestMain(m *testing.M) {
 	os.Setenv("WASMSCHED_CACHE_DIR", dir)
 	code := m.Run()
 	os.RemoveAll(dir)
+	removeSchedulerBinary()
 	os.Exit(code)
 }
 
@@ -39,6 +40,7 @@ func TestMain(m *testing.M) {
 type policy struct {
 	Name          string
 	Package       string // built with testwasm, e.g. "examples/nodepin"
+	File          string // a module already built, instead of Package (e.g. testwasm.TinyGoPath)
 	Settings      string
 	Weight        int
 	FailurePolicy string
@@ -52,6 +54,8 @@ func (p policy) args(t *testing.T) map[string]any {
 	a := map[string]any{"name": p.Name}
 	if p.ConfigMap != "" {
 		a["source"] = map[string]any{"configMap": p.ConfigMap}
+	} else if p.File != "" {
+		a["source"] = map[string]any{"file": p.File}
 	} else {
 		a["source"] = map[string]any{"file": testwasm.Path(t, p.Package)}
 	}

@@ -5,11 +5,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
@@ -27,6 +31,74 @@ import (
 	"github.com/wasmsched/wasmsched/host/plugin"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
+
+// schedulerBin is the kube-scheduler binary, built once per test process.
+var schedulerBin struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// schedulerBinary returns cmd/kube-scheduler built with the race detector,
+// so that the host packages run under it in every test that starts the
+// binary (see [replica] for how a race fails a test). The first call builds
+// it (about 30 s warm, minutes cold); the binary is removed when the test
+// process ends. Tests that need it are skipped with -short.
+func schedulerBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the kube-scheduler binary")
+	}
+	schedulerBin.once.Do(func() {
+		dir, err := os.MkdirTemp("", "wasmsched-kube-scheduler-")
+		if err != nil {
+			schedulerBin.err = err
+			return
+		}
+		schedulerBin.dir = dir
+		path := filepath.Join(dir, "kube-scheduler")
+		start := time.Now()
+		build := exec.Command("make", "-s", "--no-print-directory", "build-scheduler", "SCHEDULER_OUT="+path, "SCHEDULER_FLAGS=-race",
+			"SCHEDULER_LDFLAGS=-X github.com/tetratelabs/wazero/internal/version.version="+wazeroVersion())
+		build.Dir = testwasm.Root(t)
+		if out, err := build.CombinedOutput(); err != nil {
+			schedulerBin.err = fmt.Errorf("build kube-scheduler -race: %v\n%s", err, out)
+			return
+		}
+		t.Logf("built kube-scheduler with -race in %v", time.Since(start).Round(time.Second))
+		schedulerBin.path = path
+	})
+	if schedulerBin.err != nil {
+		t.Fatal(schedulerBin.err)
+	}
+	return schedulerBin.path
+}
+
+// wazeroVersion is the wazero version this test process reports, which
+// names its compilation cache directory and is checked when a cached module
+// is loaded. A test binary carries no module versions, so wazero calls
+// itself "dev" here (the same lookup as wazero's internal/version); the
+// scheduler built for the tests is linked with the same name, so that it
+// loads the modules the test precompiled (see precompile).
+func wazeroVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range info.Deps {
+			if dep.Path == "github.com/tetratelabs/wazero" && dep.Version != "" && dep.Version != "(devel)" {
+				return dep.Version
+			}
+		}
+	}
+	return "dev"
+}
+
+// removeSchedulerBinary deletes what schedulerBinary built; TestMain calls
+// it once every test has run.
+func removeSchedulerBinary() {
+	if schedulerBin.dir != "" {
+		os.RemoveAll(schedulerBin.dir)
+	}
+}
 
 var manifestFiles = []string{"namespace.yaml", "rbac.yaml", "config.yaml", "deployment.yaml"}
 
@@ -61,11 +133,10 @@ func readManifests(t *testing.T) []runtime.Object {
 	return objs
 }
 
-// The manifests are valid: the API server accepts every object, and the
-// embedded scheduler configuration loads, validates and carries valid
-// WasmPolicy arguments.
-func TestManifestsApply(t *testing.T) {
-	c := startCluster(t, nil)
+// applyManifests creates every object of the manifests through client and
+// returns the scheduler configuration's ConfigMap.
+func applyManifests(t *testing.T, client kubernetes.Interface) *v1.ConfigMap {
+	t.Helper()
 	ctx := context.Background()
 	opts := metav1.CreateOptions{FieldValidation: "Strict"}
 	var cfg *v1.ConfigMap
@@ -73,20 +144,24 @@ func TestManifestsApply(t *testing.T) {
 		var err error
 		switch o := obj.(type) {
 		case *v1.Namespace:
-			_, err = c.client.CoreV1().Namespaces().Create(ctx, o, opts)
+			_, err = client.CoreV1().Namespaces().Create(ctx, o, opts)
 		case *v1.ServiceAccount:
-			_, err = c.client.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, opts)
+			_, err = client.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, opts)
 		case *v1.ConfigMap:
-			cfg = o
-			_, err = c.client.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, opts)
+			if o.Name == "wasmsched-config" {
+				cfg = o
+			}
+			_, err = client.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, opts)
+		case *rbacv1.ClusterRole:
+			_, err = client.RbacV1().ClusterRoles().Create(ctx, o, opts)
 		case *rbacv1.ClusterRoleBinding:
-			_, err = c.client.RbacV1().ClusterRoleBindings().Create(ctx, o, opts)
+			_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, o, opts)
 		case *rbacv1.Role:
-			_, err = c.client.RbacV1().Roles(o.Namespace).Create(ctx, o, opts)
+			_, err = client.RbacV1().Roles(o.Namespace).Create(ctx, o, opts)
 		case *rbacv1.RoleBinding:
-			_, err = c.client.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, opts)
+			_, err = client.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, opts)
 		case *appsv1.Deployment:
-			_, err = c.client.AppsV1().Deployments(o.Namespace).Create(ctx, o, opts)
+			_, err = client.AppsV1().Deployments(o.Namespace).Create(ctx, o, opts)
 		default:
 			t.Fatalf("unexpected object %T in the manifests", obj)
 		}
@@ -95,8 +170,17 @@ func TestManifestsApply(t *testing.T) {
 		}
 	}
 	if cfg == nil {
-		t.Fatal("no scheduler configuration ConfigMap")
+		t.Fatal("no scheduler configuration ConfigMap (wasmsched-config)")
 	}
+	return cfg
+}
+
+// The manifests are valid: the API server accepts every object, and the
+// embedded scheduler configuration loads, validates and carries valid
+// WasmPolicy arguments.
+func TestManifestsApply(t *testing.T) {
+	c := startCluster(t, nil)
+	cfg := applyManifests(t, c.client)
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(path, []byte(cfg.Data["config.yaml"]), 0o644); err != nil {
 		t.Fatal(err)
@@ -127,44 +211,27 @@ func TestManifestsApply(t *testing.T) {
 // The built kube-scheduler binary runs from a configuration file as a
 // separate process and schedules a pod through a WASM policy.
 func TestKubeSchedulerBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the kube-scheduler binary")
-	}
-	bin := filepath.Join(t.TempDir(), "kube-scheduler")
-	build := exec.Command("make", "-s", "--no-print-directory", "build-scheduler", "SCHEDULER_OUT="+bin)
-	build.Dir = testwasm.Root(t)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := schedulerBinary(t)
 	out, err := exec.Command(bin, "--version").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "Kubernetes v1.35.8") {
 		t.Fatalf("kube-scheduler --version = %q, %v; want Kubernetes v1.35.8", out, err)
 	}
 
 	c := startCluster(t, nil)
-	cfg := schedulerConfig(t, t.TempDir(), c.kubeconfig, []policy{{Name: "nodepin", Package: "examples/nodepin", Settings: `{"nodes": ["two"]}`}})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var logs bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, "--config="+cfg, "--secure-port=0", "--v=2")
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cancel()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("kube-scheduler output:\n%s", logs.String())
-		}
-	}()
+	// With leader election, as deployed: without it, kube-scheduler exits
+	// 1 when asked to stop, which replica.stop would take for a failure.
+	c.namespace(policyNamespace)
+	cfg := electedConfig(t, c.kubeconfig, []policy{{Name: "nodepin", Package: "examples/nodepin", Settings: `{"nodes": ["two"]}`}}, steadyLease, 0)
+	precompile(t, testwasm.Bytes(t, "examples/nodepin"))
+	r := startReplica(t, "kube-scheduler", cfg)
 	c.node("one", nil)
 	c.node("two", nil)
 	c.pod("via-binary")
 	if node := c.waitBound("via-binary", 60*time.Second); node != "two" {
 		t.Fatalf("bound to %s, want two", node)
 	}
-	if !strings.Contains(logs.String(), "Policy loaded") {
+	if !strings.Contains(r.out.String(), "Policy loaded") {
 		t.Fatalf("the scheduler's log has no \"Policy loaded\" line")
 	}
+	r.stop()
 }

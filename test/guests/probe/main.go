@@ -2,10 +2,18 @@
 // so that one module exercises every extension point, every verdict and
 // every way a guest can fail. It is built by the tests; it is not an example
 // to copy.
+//
+// The hostile suite (test/e2e/hostile_test.go, cmd/wasmsched tests) loads
+// many probes at once, each misbehaving at one point in one way, and only
+// for pods carrying the label named by "when": the other pods are scheduled
+// through the same policies untouched.
 package main
 
 import (
+	"net"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/wasmsched/wasmsched/guest"
@@ -31,13 +39,34 @@ type settings struct {
 	// CountNodes: PreFilter counts resident nodes into the cycle state and
 	// Score returns that count.
 	CountNodes bool `json:"countNodes"`
-	// Misbehave at one point ("settings", "prefilter", "filter", "score",
-	// "permit", "reserve") in one way: "panic", "loop", "grow", "zero"
-	// (return the invalid code 0), "bigscore".
-	At  string `json:"at"`
+
+	// At is the point where the probe misbehaves: "settings" (wasmsched_init),
+	// "prefilter", "filter", "score", "normalize", "postfilter", "reserve",
+	// "permit", "unreserve", "prebind" or "postbind". The last five points
+	// are implemented only when At names them. To reach "postfilter" the
+	// probe's Filter rejects every node of a misbehaving pod; to reach
+	// "unreserve" its Permit rejects the pod.
+	At string `json:"at"`
+	// How it misbehaves:
+	//   panic      a Go panic (the instance traps)
+	//   loop       spins forever
+	//   sleep      sleeps 5s, past any call deadline
+	//   grow       allocates until memory runs out
+	//   zero       returns the invalid status code 0
+	//   code99     returns the invalid status code 99
+	//   bigscore   (score) a score that does not fit in an int32
+	//   outofrange (score) a score of 1000, outside 0..100
+	//   bigresult  rejects with 65 MiB of reasons, over the ABI's 64 MiB
+	//   hugereason rejects with one reason of 4 MiB
+	//   wasi       tries files, environment variables and sockets, and
+	//              rejects with what it found (every attempt should fail)
 	How string `json:"how"`
-	// Every: misbehave only on every n-th call (0 or 1: always).
+	// Every: misbehave only on every n-th call (0 or 1: always). Calls are
+	// counted per instance and only for pods that When selects.
 	Every int `json:"every"`
+	// When: misbehave only in cycles whose pod has this label,
+	// "key=value" (empty: always).
+	When string `json:"when"`
 
 	WantsPods     bool `json:"wantsPods"`
 	WantsAllNodes bool `json:"wantsAllNodes"`
@@ -50,15 +79,29 @@ var (
 	sink  [][]byte
 )
 
-// misbehave acts out the configured failure at point, returning true when
-// the caller should return the invalid zero status.
-func misbehave(point string) bool {
-	if s.At != point {
+// selected reports whether the cycle's pod is one the probe misbehaves for.
+func selected(c *guest.Cycle) bool {
+	if s.When == "" {
+		return true
+	}
+	if c == nil || c.Pod == nil {
 		return false
+	}
+	k, v, _ := strings.Cut(s.When, "=")
+	got, ok := c.Pod.Label(k)
+	return ok && got == v
+}
+
+// misbehave acts out the configured failure at point. It returns the
+// status to answer instead of the normal one, or ok false to answer
+// normally.
+func misbehave(point string, c *guest.Cycle) (st guest.Status, ok bool) {
+	if s.At != point || !selected(c) {
+		return guest.Status{}, false
 	}
 	calls[point]++
 	if s.Every > 1 && calls[point]%s.Every != 0 {
-		return false
+		return guest.Status{}, false
 	}
 	switch s.How {
 	case "panic":
@@ -67,14 +110,73 @@ func misbehave(point string) bool {
 		for {
 			time.Sleep(0)
 		}
+	case "sleep":
+		time.Sleep(5 * time.Second)
+		return guest.Status{}, false
 	case "grow":
-		for {
-			sink = append(sink, make([]byte, 1<<20))
+		// Doubling, so that any limit is reached in a few steps, well
+		// within the call deadline.
+		for n := 1 << 20; ; n *= 2 {
+			sink = append(sink, make([]byte, n))
 		}
 	case "zero":
-		return true
+		return guest.Status{}, true
+	case "code99":
+		return guest.Status{Code: 99, Reasons: []string{"probe: code 99"}}, true
+	case "bigresult":
+		mib := strings.Repeat("x", 1<<20)
+		reasons := make([]string, 65)
+		for i := range reasons {
+			reasons[i] = mib
+		}
+		return guest.Status{Code: guest.Unschedulable, Reasons: reasons}, true
+	case "hugereason":
+		return guest.Status{Code: guest.Unschedulable, Reasons: []string{"probe: huge " + strings.Repeat("x", 4<<20)}}, true
+	case "wasi":
+		return guest.Reject("probe: wasi: %s", strings.Join(tryWASI(), "; ")), true
 	}
-	return false
+	return guest.Status{}, false
+}
+
+// tryWASI attempts what the sandbox must refuse and describes each outcome.
+func tryWASI() []string {
+	var out []string
+	for _, path := range []string{"/etc/passwd", ".", "/"} {
+		f, err := os.Open(path)
+		if err == nil {
+			f.Close()
+			out = append(out, "open "+path+": OPENED")
+			continue
+		}
+		out = append(out, "open "+path+": denied")
+	}
+	if err := os.WriteFile("/tmp/probe", []byte("x"), 0o644); err == nil {
+		out = append(out, "write /tmp/probe: WRITTEN")
+	} else {
+		out = append(out, "write /tmp/probe: denied")
+	}
+	if env := os.Environ(); len(env) > 0 {
+		out = append(out, "environ: "+strconv.Itoa(len(env))+" VARIABLES")
+	} else {
+		out = append(out, "environ: empty")
+	}
+	if len(os.Args) > 1 {
+		out = append(out, "args: "+strconv.Itoa(len(os.Args))+" ARGUMENTS")
+	} else {
+		out = append(out, "args: none")
+	}
+	// Go's net package on wasip1 simulates Dial and Listen inside the
+	// module; the only way to a host socket is one the host preopened,
+	// which wazero hands out as a file descriptor after the standard ones.
+	for fd := uintptr(3); fd <= 5; fd++ {
+		if ln, err := net.FileListener(os.NewFile(fd, "socket")); err == nil {
+			ln.Close()
+			out = append(out, "socket fd "+strconv.Itoa(int(fd))+": LISTENING")
+		} else {
+			out = append(out, "socket fd "+strconv.Itoa(int(fd))+": denied")
+		}
+	}
+	return out
 }
 
 func policy() *guest.Policy {
@@ -86,17 +188,50 @@ func policy() *guest.Policy {
 		if s.Reject {
 			return errorString("probe: settings rejected on request")
 		}
-		misbehave("settings")
+		if st, ok := misbehave("settings", nil); ok {
+			return errorString("probe: settings: " + strings.Join(st.Reasons, "; "))
+		}
 		p.WantsPods = s.WantsPods || s.ScorePods
 		p.WantsAllNodes = s.WantsAllNodes || s.CountNodes
-		if s.Normalize {
-			p.NormalizeScore = guest.MinMaxNormalize
+		if s.Normalize || s.At == "normalize" {
+			p.NormalizeScore = func(c *guest.Cycle, scores []guest.NodeScore) guest.Status {
+				if st, ok := misbehave("normalize", c); ok {
+					return st
+				}
+				if s.Normalize {
+					return guest.MinMaxNormalize(c, scores)
+				}
+				return guest.OK()
+			}
+		}
+		switch s.At {
+		case "postfilter":
+			p.PostFilter = func(c *guest.Cycle, _ []guest.NodeStatus) (string, guest.Status) {
+				if st, ok := misbehave("postfilter", c); ok {
+					return "", st
+				}
+				return "", guest.Status{Code: guest.Unschedulable}
+			}
+		case "unreserve":
+			p.Unreserve = func(c *guest.Cycle, _ *guest.NodeInfo, _ []guest.WaitingPod) []guest.WaitingPodAction {
+				misbehave("unreserve", c)
+				return nil
+			}
+		case "prebind":
+			p.PreBind = func(c *guest.Cycle, _ *guest.NodeInfo) guest.Status {
+				if st, ok := misbehave("prebind", c); ok {
+					return st
+				}
+				return guest.OK()
+			}
+		case "postbind":
+			p.PostBind = func(c *guest.Cycle, _ *guest.NodeInfo) { misbehave("postbind", c) }
 		}
 		return nil
 	}
 	p.PreFilter = func(c *guest.Cycle) guest.Status {
-		if misbehave("prefilter") {
-			return guest.Status{}
+		if st, ok := misbehave("prefilter", c); ok {
+			return st
 		}
 		if s.PreFilterReject != "" {
 			return guest.Reject("%s", s.PreFilterReject)
@@ -112,8 +247,11 @@ func policy() *guest.Policy {
 		return guest.OK()
 	}
 	p.Filter = func(c *guest.Cycle, n *guest.NodeInfo) guest.Status {
-		if misbehave("filter") {
-			return guest.Status{}
+		if st, ok := misbehave("filter", c); ok {
+			return st
+		}
+		if s.At == "postfilter" && selected(c) {
+			return guest.Reject("probe: no node, so that PostFilter runs")
 		}
 		if s.RejectLabel != "" {
 			if _, ok := n.Label(s.RejectLabel); ok {
@@ -123,11 +261,16 @@ func policy() *guest.Policy {
 		return guest.OK()
 	}
 	p.Score = func(c *guest.Cycle, n *guest.NodeInfo) (int64, guest.Status) {
-		if misbehave("score") {
-			return 0, guest.Status{}
+		if s.At == "score" && selected(c) {
+			switch s.How {
+			case "bigscore":
+				return 1 << 40, guest.OK()
+			case "outofrange":
+				return 1000, guest.OK()
+			}
 		}
-		if s.At == "score" && s.How == "bigscore" {
-			return 1 << 40, guest.OK()
+		if st, ok := misbehave("score", c); ok {
+			return 0, st
 		}
 		switch {
 		case s.CountNodes:
@@ -145,14 +288,17 @@ func policy() *guest.Policy {
 		return 0, guest.OK()
 	}
 	p.Reserve = func(c *guest.Cycle, n *guest.NodeInfo) guest.Status {
-		if misbehave("reserve") {
-			return guest.Status{}
+		if st, ok := misbehave("reserve", c); ok {
+			return st
 		}
 		return guest.OK()
 	}
 	p.Permit = func(c *guest.Cycle, n *guest.NodeInfo, waiting []guest.WaitingPod) guest.PermitResult {
-		if misbehave("permit") {
-			return guest.PermitResult{}
+		if st, ok := misbehave("permit", c); ok {
+			return guest.PermitResult{Status: st}
+		}
+		if s.At == "unreserve" && selected(c) {
+			return guest.PermitResult{Status: guest.Reject("probe: rejected at Permit, so that Unreserve runs")}
 		}
 		switch s.Permit {
 		case "wait":

@@ -1,0 +1,209 @@
+package policy
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	fwk "k8s.io/kube-scheduler/framework"
+
+	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+)
+
+// The framework calls Filter and Score once per node from 16 goroutines. Made
+// one by one, each call takes an instance from the pool, installs the pod on
+// it if it lacks it, and crosses into the guest; on a few cores the
+// goroutines mostly wait for each other and every instance decodes every
+// pod. FilterAll and ScoreAll do a cycle's calls in batches instead: a few
+// workers, at most GOMAXPROCS, each hold one instance for a run of nodes.
+
+// batchChunk is how many nodes a worker takes at a time.
+const batchChunk = 64
+
+// batchWorkers returns how many workers to use for n nodes.
+func (p *Policy) batchWorkers(n int) int {
+	return max(1, min(runtime.GOMAXPROCS(0), p.pool.Max(), (n+batchChunk-1)/batchChunk))
+}
+
+// forEach runs fn on every node index in [0, n), spread over workers that
+// each hold an instance with the cycle installed. It stops at the first
+// error and returns it.
+func (p *Policy) forEach(ctx context.Context, c *Cycle, n int, fn func(m *member, i int) error) error {
+	var (
+		next    atomic.Int64
+		failed  atomic.Bool
+		errOnce sync.Once
+		first   error
+		wg      sync.WaitGroup
+	)
+	work := func() {
+		defer wg.Done()
+		err := p.with(ctx, func(m *member) error {
+			if err := p.prepare(m, c); err != nil {
+				return err
+			}
+			for !failed.Load() {
+				start := int(next.Add(batchChunk)) - batchChunk
+				if start >= n {
+					return nil
+				}
+				for i := start; i < min(start+batchChunk, n); i++ {
+					if err := fn(m, i); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			failed.Store(true)
+			errOnce.Do(func() { first = err })
+		}
+	}
+	workers := p.batchWorkers(n)
+	wg.Add(workers)
+	for range workers - 1 {
+		go work()
+	}
+	work()
+	wg.Wait()
+	return first
+}
+
+// Verdicts are the Filter verdicts of one cycle on the nodes of a snapshot,
+// each valid for the node's generation it was judged at. It is read-only
+// after FilterAll and safe for concurrent use.
+type Verdicts struct {
+	p *Policy
+	// byHandle maps a node handle to 1 + its index in nodes; 0 for none.
+	byHandle []int32
+	nodes    []verdict
+}
+
+type verdict struct {
+	gen    int64
+	status Status
+}
+
+// Lookup returns the verdict on ni if the batch judged ni at its current
+// generation. Otherwise (a node the batch did not see, or a modified copy
+// as preemption evaluates) the caller must call Filter.
+func (v *Verdicts) Lookup(ni fwk.NodeInfo) (Status, bool) {
+	if v == nil || ni == nil || ni.Node() == nil {
+		return Status{}, false
+	}
+	h, ok := v.p.handles.lookup(ni.Node().Name)
+	if !ok || int(h) >= len(v.byHandle) || v.byHandle[h] == 0 {
+		return Status{}, false
+	}
+	d := &v.nodes[v.byHandle[h]-1]
+	if d.gen != ni.GetGeneration() {
+		return Status{}, false
+	}
+	return d.status, true
+}
+
+// FilterAll runs the guest's Filter on every node, as Filter would one by
+// one, and returns the verdicts. The guest's PreFilter must have passed
+// (Filter is only called then). It fails on the first call that fails; the
+// instance concerned is discarded as usual.
+func (p *Policy) FilterAll(ctx context.Context, c *Cycle, nodes []fwk.NodeInfo) (*Verdicts, error) {
+	v := &Verdicts{p: p, nodes: make([]verdict, len(nodes))}
+	handles := make([]int32, len(nodes))
+	err := p.forEach(ctx, c, len(nodes), func(m *member, i int) error {
+		ni := nodes[i]
+		if ni == nil || ni.Node() == nil {
+			return nil // not judged: Filter reports it
+		}
+		h, err := p.ready(m, c, ni)
+		if err != nil {
+			return err
+		}
+		handles[i] = h + 1
+		code, seq, err := m.in.Filter(h)
+		if err != nil {
+			return err
+		}
+		d := &v.nodes[i]
+		d.gen = ni.GetGeneration()
+		switch {
+		case code == abiv1.Code_CODE_SUCCESS:
+			d.status = success
+		case seq != 0 && seq == m.rejectSeq && code == m.rejected.Code:
+			d.status = m.rejected
+		default:
+			s, err := p.status(m, "filter", code)
+			if err != nil {
+				return err
+			}
+			m.rejectSeq, m.rejected = seq, s
+			d.status = s
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	top := int32(0)
+	for _, h := range handles {
+		top = max(top, h)
+	}
+	v.byHandle = make([]int32, top)
+	for i, h := range handles {
+		if h > 0 {
+			v.byHandle[h-1] = int32(i + 1)
+		}
+	}
+	return v, nil
+}
+
+// ScoreAll runs the guest's Score on every node and returns the scores in
+// the order of nodes. A node the guest does not score with Success fails the
+// batch with the node's index (bad >= 0) and the guest's status; a call
+// that fails returns an error (bad < 0).
+func (p *Policy) ScoreAll(ctx context.Context, c *Cycle, nodes []fwk.NodeInfo) (scores []int64, bad int, s Status, err error) {
+	scores = make([]int64, len(nodes))
+	var (
+		mu      sync.Mutex
+		badNode = -1
+		badStat Status
+	)
+	errRejected := &batchStop{}
+	err = p.forEach(ctx, c, len(nodes), func(m *member, i int) error {
+		h, err := p.ready(m, c, nodes[i])
+		if err != nil {
+			return err
+		}
+		v, code, err := m.in.Score(h)
+		if err != nil {
+			return err
+		}
+		if code != abiv1.Code_CODE_SUCCESS {
+			st, err := p.status(m, "score", code)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			if badNode < 0 {
+				badNode, badStat = i, st
+			}
+			mu.Unlock()
+			return errRejected
+		}
+		scores[i] = v
+		return nil
+	})
+	if err == errRejected {
+		return nil, badNode, badStat, nil
+	}
+	if err != nil {
+		return nil, -1, Status{}, err
+	}
+	return scores, -1, success, nil
+}
+
+// batchStop stops a batch without an error of its own.
+type batchStop struct{}
+
+func (*batchStop) Error() string { return "batch stopped" }

@@ -1,0 +1,68 @@
+package testwasm
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+type verdict struct {
+	Node  string
+	Score *int64
+}
+
+func TestDisagreement(t *testing.T) {
+	score := func(v int64) *int64 { return &v }
+	names := []string{"go", "tinygo"}
+	same := []verdict{{"a", score(100)}, {"a", score(100)}}
+	if msg := disagreement("examples/x", names, same); msg != "" {
+		t.Errorf("equal results (through pointers) reported as %q", msg)
+	}
+	differ := []verdict{{"a", score(100)}, {"a", score(0)}}
+	want := "the go and tinygo builds of examples/x disagree:\ngo: {\"Node\":\"a\",\"Score\":100}\ntinygo: {\"Node\":\"a\",\"Score\":0}"
+	if msg := disagreement("examples/x", names, differ); msg != want {
+		t.Errorf("got %q, want %q", msg, want)
+	}
+	if msg := disagreement("examples/x", names[:1], same[:1]); msg != "" {
+		t.Errorf("one result (the other build skipped) reported as %q", msg)
+	}
+}
+
+func TestUnversioned(t *testing.T) {
+	err := errors.New(`policy gpu@544b4372ad8c: init: settings: json: unknown field "extra"`)
+	if got, want := Unversioned(err), `policy gpu@<version>: init: settings: json: unknown field "extra"`; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestTinyGoMissing(t *testing.T) {
+	t.Setenv(EnvTinyGo, "/nonexistent/tinygo")
+	t.Setenv(EnvRequireTinyGo, "")
+	skipped := t.Run("skips", func(t *testing.T) { TinyGo(t) })
+	if !skipped {
+		t.Fatal("the subtest failed instead of skipping")
+	}
+	var msg string
+	ft := &fakeTB{TB: t, fatal: &msg}
+	t.Setenv(EnvRequireTinyGo, "1")
+	func() {
+		defer func() { _ = recover() }()
+		TinyGo(ft)
+	}()
+	if !strings.Contains(msg, "/nonexistent/tinygo") || !strings.Contains(msg, "make tinygo") {
+		t.Errorf("under %s=1: %q, want a failure naming the path and `make tinygo`", EnvRequireTinyGo, msg)
+	}
+}
+
+// fakeTB records Fatalf instead of failing.
+type fakeTB struct {
+	testing.TB
+	fatal *string
+}
+
+func (f *fakeTB) Helper() {}
+func (f *fakeTB) Fatalf(format string, args ...any) {
+	*f.fatal = fmt.Sprintf(format, args...)
+	panic("fatal")
+}

@@ -1,0 +1,17 @@
+// Package perf measures WasmPolicy's scheduling throughput on the upstream
+// scheduler_perf harness (k8s.io/kubernetes/test/integration/scheduler_perf)
+// against the same rules compiled into the scheduler.
+//
+// BenchmarkPerfScheduling runs every workload under each profile in one
+// process, one profile after the other on identical clusters:
+//
+//	default      the default scheduler alone
+//	native       plus Native, the gpu example (examples/gpu) as a Go plugin
+//	wasm-go      plus WasmPolicy running examples/gpu built with Go (wasip1)
+//	wasm-tinygo  the same built with TinyGo, when a TinyGo build is available
+//
+// The package holds only the native twin and benchmark code; nothing here
+// is shipped. `make bench` and `make bench-full` run it and print a summary
+// with test/perf/report; docs/benchmarks.md explains the workloads and results.
+// Plain `go test` runs only the cheap TestNativeTwin, never a benchmark.
+package perf

@@ -1,0 +1,326 @@
+package perf
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"text/template"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	_ "k8s.io/component-base/logs/json/register"
+	fwk "k8s.io/kube-scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
+	"k8s.io/kubernetes/test/utils/ktesting"
+
+	"github.com/wasmsched/wasmsched/host/plugin"
+	"github.com/wasmsched/wasmsched/internal/testwasm"
+)
+
+var rounds = flag.Int("rounds", 1, "how many times to run every profile (alternating the order)")
+
+func TestMain(m *testing.M) {
+	if err := perf.InitTests(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// profile is one scheduler configuration under test.
+type profile struct {
+	Name string
+	// Plugin is the plugin added to the default profile; empty for none.
+	Plugin string
+	// Wasm is the module WasmPolicy runs.
+	Wasm string
+}
+
+// profiles returns the profiles to run; wasm-tinygo only when TinyGo can
+// build the guest.
+func profiles(b *testing.B) []profile {
+	ps := []profile{
+		{Name: "default"},
+		{Name: "native", Plugin: NativeName},
+		{Name: "wasm-go", Plugin: plugin.Name, Wasm: testwasm.Path(b, "examples/gpu")},
+	}
+	if tinygoInstalled(b) {
+		ps = append(ps, profile{Name: "wasm-tinygo", Plugin: plugin.Name, Wasm: testwasm.TinyGoPath(b, "examples/gpu")})
+	} else {
+		b.Logf("no TinyGo toolchain (make tinygo): profile wasm-tinygo left out")
+	}
+	return ps
+}
+
+// tinygoInstalled reports whether testwasm finds a TinyGo toolchain, without
+// skipping b when it does not.
+func tinygoInstalled(b *testing.B) bool {
+	bin := os.Getenv(testwasm.EnvTinyGo)
+	if bin == "" {
+		bin = filepath.Join(testwasm.Root(b), ".bin", "tinygo", "bin", "tinygo")
+	}
+	fi, err := os.Stat(bin)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+}
+
+// config writes the scheduler_perf configuration for ps, with the scheduler
+// configuration of each profile, into dir and returns its path.
+func config(b testing.TB, dir string, ps []profile) string {
+	testdata, err := filepath.Abs("testdata")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cases []map[string]string
+	for _, p := range ps {
+		var buf bytes.Buffer
+		if err := schedulerConfig.Execute(&buf, p); err != nil {
+			b.Fatal(err)
+		}
+		path := filepath.Join(dir, p.Name+".yaml")
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Each round runs every profile once, every other round in reverse
+	// order, so that a machine getting slower or faster during the run
+	// weighs on every profile alike. Round r > 1 names its cases
+	// <Workload>_<profile>_<r>.
+	for r := 1; r <= max(*rounds, 1); r++ {
+		for k := range ps {
+			p := ps[k]
+			if r%2 == 0 {
+				p = ps[len(ps)-1-k]
+			}
+			name := p.Name
+			if r > 1 {
+				name += fmt.Sprintf("_%d", r)
+			}
+			cases = append(cases, map[string]string{"Case": name, "Profile": p.Name, "SchedulerConfig": filepath.Join(dir, p.Name+".yaml")})
+		}
+	}
+	var buf bytes.Buffer
+	if err := workloads.Execute(&buf, map[string]any{"Testdata": testdata, "Cases": cases, "Rounds": make([]struct{}, 10)}); err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(dir, "performance-config.yaml")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+var schedulerConfig = template.Must(template.New("scheduler").Parse(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+{{- if .Plugin}}
+  plugins:
+    multiPoint:
+      enabled:
+      - name: {{.Plugin}}
+{{- end}}
+{{- if .Wasm}}
+  pluginConfig:
+  - name: WasmPolicy
+    args:
+      namespace: default
+      policies:
+      - name: gpu
+        source:
+          file: {{.Wasm}}
+{{- end}}
+`))
+
+// workloads are the scheduler_perf test cases: each workload once per
+// profile, profiles next to each other so that runs of one workload are as
+// close in time as they can be.
+//
+//   - Basic: SchedulingBasic's shape, CPU pods only.
+//   - GPU: a fifth of the nodes have 8 GPUs (three quarters A100 80GB, a
+//     quarter time-sliced T4); a third of the measured pods request one GPU,
+//     half of them training pods that want an A100 or H100 with at least
+//     40 GiB, half notebooks that accept shared GPUs. Pods arrive mixed, in
+//     ten rounds. At 5000 nodes it measures 5000 pods, not 10000: nearly
+//     every GPU pod is filtered against every node, which makes it the
+//     slowest workload by far.
+var workloads = template.Must(template.New("workloads").Parse(`
+{{- $td := .Testdata}}
+{{- range .Cases}}
+- name: GPU_{{.Case}}
+  labels: [{{.Profile}}, gpu]
+  schedulerConfigPath: {{.SchedulerConfig}}
+  defaultPodTemplatePath: {{$td}}/pod-cpu.yaml
+  workloadTemplate:
+  - opcode: createNodes
+    countParam: $cpuNodes
+    nodeTemplatePath: {{$td}}/node-cpu.yaml
+  - opcode: createNodes
+    countParam: $a100Nodes
+    nodeTemplatePath: {{$td}}/node-a100.yaml
+  - opcode: createNodes
+    countParam: $t4Nodes
+    nodeTemplatePath: {{$td}}/node-t4-shared.yaml
+  - opcode: createPods
+    countParam: $initPods
+  - opcode: startCollectingMetrics
+    namespaces: [measure]
+{{- range $.Rounds}}
+  - opcode: createPods
+    countParam: $train
+    namespace: measure
+    podTemplatePath: {{$td}}/pod-train.yaml
+    skipWaitToCompletion: true
+  - opcode: createPods
+    countParam: $notebook
+    namespace: measure
+    podTemplatePath: {{$td}}/pod-notebook.yaml
+    skipWaitToCompletion: true
+  - opcode: createPods
+    countParam: $cpu
+    namespace: measure
+    skipWaitToCompletion: true
+{{- end}}
+  - opcode: barrier
+    namespaces: [measure]
+  - opcode: stopCollectingMetrics
+  workloads:
+  - name: 500Nodes
+    labels: [performance, quick]
+    params: {cpuNodes: 400, a100Nodes: 75, t4Nodes: 25, initPods: 500, train: 25, notebook: 25, cpu: 100}
+  - name: 5000Nodes_5000Pods
+    labels: [performance, full]
+    params: {cpuNodes: 4000, a100Nodes: 750, t4Nodes: 250, initPods: 1000, train: 83, notebook: 83, cpu: 334}
+{{- end}}
+{{- range .Cases}}
+- name: Basic_{{.Case}}
+  labels: [{{.Profile}}, basic]
+  schedulerConfigPath: {{.SchedulerConfig}}
+  defaultPodTemplatePath: {{$td}}/pod-cpu.yaml
+  workloadTemplate:
+  - opcode: createNodes
+    countParam: $initNodes
+    nodeTemplatePath: {{$td}}/node-cpu.yaml
+  - opcode: createPods
+    countParam: $initPods
+  - opcode: createPods
+    countParam: $measurePods
+    collectMetrics: true
+  workloads:
+  - name: 500Nodes
+    labels: [performance, basic-quick]
+    params: {initNodes: 500, initPods: 500, measurePods: 2000}
+  - name: 5000Nodes_10000Pods
+    labels: [performance, full]
+    params: {initNodes: 5000, initPods: 1000, measurePods: 10000}
+{{- end}}
+`))
+
+// extra is what the benchmark measures beside scheduler_perf, per workload
+// run (keyed by the benchmark's name).
+type extra struct {
+	// PeakRSS is the test process's peak resident set (apiserver and
+	// scheduler; etcd runs apart), bytes, from VmHWM reset at the start.
+	PeakRSS int64 `json:"peakRSS"`
+	// Instances and GuestMemory describe WasmPolicy's pool at the end:
+	// instances alive and the sum of their linear memories, bytes.
+	Instances   int   `json:"instances,omitempty"`
+	GuestMemory int64 `json:"guestMemory,omitempty"`
+	// NodesSent and PodsSent are the host's sync counters.
+	NodesSent int64 `json:"nodesSent,omitempty"`
+	PodsSent  int64 `json:"podsSent,omitempty"`
+}
+
+// BenchmarkPerfScheduling runs the workloads under every profile. Select
+// workloads with -perf-scheduling-label-filter, by size (quick, full), by
+// workload (gpu, basic) and by profile (its name): quick,wasm-go or
+// full,gpu. Results go to -data-items-dir:
+// scheduler_perf's JSON and this package's extra.json.
+func BenchmarkPerfScheduling(b *testing.B) {
+	dir := b.TempDir()
+	ps := profiles(b)
+	path := config(b, dir, ps)
+
+	var (
+		mu      sync.Mutex
+		plugins []*plugin.Plugin
+		extras  = map[string]extra{}
+	)
+	registry := frameworkruntime.Registry{
+		NativeName: NewNative,
+		plugin.Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			p, err := plugin.New(ctx, obj, h)
+			if err == nil {
+				mu.Lock()
+				plugins = append(plugins, p.(*plugin.Plugin))
+				mu.Unlock()
+			}
+			return p, err
+		},
+	}
+	perf.PluginNames = append(perf.PluginNames, NativeName, plugin.Name)
+	prepare := func(tCtx ktesting.TContext) error {
+		if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+			tCtx.Logf("cannot reset peak RSS: %v", err)
+		}
+		name := tCtx.Name()
+		tCtx.Cleanup(func() {
+			x := extra{PeakRSS: peakRSS()}
+			mu.Lock()
+			defer mu.Unlock()
+			// The plugins of this run (the scheduler closes them when it
+			// stops, after this).
+			for _, pl := range plugins {
+				for _, s := range pl.Slots() {
+					p := s.Current()
+					if p == nil {
+						continue
+					}
+					x.Instances += p.Instances()
+					for _, m := range p.GuestMemory() {
+						x.GuestMemory += int64(m)
+					}
+					st := p.Stats()
+					x.NodesSent += st.NodesSent
+					x.PodsSent += st.PodsSent
+				}
+			}
+			plugins = nil
+			extras[name] = x
+		})
+		return nil
+	}
+	perf.RunBenchmarkPerfScheduling(b, path, "wasmsched", registry, perf.WithPrepareFn(prepare))
+
+	if out := flag.Lookup("data-items-dir").Value.String(); out != "" {
+		data, err := json.MarshalIndent(extras, "", "  ")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(out, "extra.json"), data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// peakRSS reads VmHWM of this process, in bytes; 0 if unavailable.
+func peakRSS() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}

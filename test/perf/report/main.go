@@ -1,0 +1,262 @@
+// Command report summarises a run of test/perf's BenchmarkPerfScheduling
+// from the files it left in its -data-items-dir: scheduler_perf's
+// BenchmarkPerfScheduling_benchmark_wasmsched_*.json (the newest) and
+// extra.json. It prints one line per workload and profile with the
+// throughput, then the WASM/native throughput ratio of each workload;
+// with -markdown, the tables of docs/benchmarks.md instead.
+//
+//	go run ./test/perf/report [-markdown] DIR
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// dataItems is scheduler_perf's result file.
+type dataItems struct {
+	DataItems []struct {
+		Data   map[string]float64 `json:"data"`
+		Unit   string             `json:"unit"`
+		Labels map[string]string  `json:"labels"`
+	} `json:"dataItems"`
+}
+
+// extra is test/perf's extra.json entry.
+type extra struct {
+	PeakRSS     int64 `json:"peakRSS"`
+	Instances   int   `json:"instances"`
+	GuestMemory int64 `json:"guestMemory"`
+	NodesSent   int64 `json:"nodesSent"`
+	PodsSent    int64 `json:"podsSent"`
+}
+
+// row is one workload under one profile: the mean over its runs (rounds).
+type row struct {
+	workload, profile string
+	runs              []*run
+	throughput        map[string]float64 // Average, Perc50, Perc99 pods/s
+	attempt           map[string]float64 // Perc50, Perc99 ms (scheduled)
+	extra             extra              // peak RSS: the largest
+}
+
+// run is one run of a workload under a profile.
+type run struct {
+	throughput, attempt map[string]float64
+	extra               extra
+}
+
+// profileOrder is the order of the profiles in output.
+var profileOrder = []string{"default", "native", "wasm-go", "wasm-tinygo"}
+
+func main() {
+	markdown := flag.Bool("markdown", false, "print the Markdown tables of docs/benchmarks.md")
+	flag.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: report [-markdown] DIR")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() != 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	rows, err := load(flag.Arg(0))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(1)
+	}
+	if *markdown {
+		printMarkdown(os.Stdout, rows)
+	} else {
+		printSummary(os.Stdout, rows)
+	}
+}
+
+func load(dir string) ([]*row, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "BenchmarkPerfScheduling_benchmark_wasmsched_*.json"))
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s holds no BenchmarkPerfScheduling_benchmark_wasmsched_*.json: did the benchmark run with -data-items-dir=%s?", dir, dir)
+	}
+	sort.Strings(files) // the name ends with the date and time
+	data, err := os.ReadFile(files[len(files)-1])
+	if err != nil {
+		return nil, err
+	}
+	var items dataItems
+	if err := json.Unmarshal(data, &items); err != nil {
+		return nil, fmt.Errorf("%s: %w", files[len(files)-1], err)
+	}
+	extras := map[string]extra{}
+	if data, err := os.ReadFile(filepath.Join(dir, "extra.json")); err == nil {
+		if err := json.Unmarshal(data, &extras); err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "extra.json"), err)
+		}
+	}
+	byKey := map[string]*row{}
+	runs := map[string]*run{}
+	var rows []*row
+	for _, it := range items.DataItems {
+		// Name is BenchmarkPerfScheduling/<Workload>_<profile>[_<round>]/<size>/<namespace>.
+		parts := strings.Split(it.Labels["Name"], "/")
+		if len(parts) < 3 {
+			continue
+		}
+		group, rest, ok := strings.Cut(parts[1], "_")
+		if !ok {
+			continue
+		}
+		prof, _, _ := strings.Cut(rest, "_")
+		key := group + "/" + parts[2] + "/" + prof
+		r := byKey[key]
+		if r == nil {
+			r = &row{workload: group + " " + parts[2], profile: prof}
+			byKey[key] = r
+			rows = append(rows, r)
+		}
+		runKey := parts[1] + "/" + parts[2]
+		rn := runs[runKey]
+		if rn == nil {
+			rn = &run{extra: extras[parts[0]+"/"+runKey]}
+			runs[runKey] = rn
+			r.runs = append(r.runs, rn)
+		}
+		switch it.Labels["Metric"] {
+		case "SchedulingThroughput":
+			rn.throughput = it.Data
+		case "scheduler_scheduling_attempt_duration_seconds":
+			if it.Labels["result"] == "scheduled" {
+				rn.attempt = it.Data
+			}
+		}
+	}
+	for _, r := range rows {
+		r.throughput = mean(r.runs, func(rn *run) map[string]float64 { return rn.throughput })
+		r.attempt = mean(r.runs, func(rn *run) map[string]float64 { return rn.attempt })
+		for _, rn := range r.runs {
+			r.extra.PeakRSS = max(r.extra.PeakRSS, rn.extra.PeakRSS)
+			if rn.extra.Instances > 0 {
+				rss := r.extra.PeakRSS
+				r.extra = rn.extra
+				r.extra.PeakRSS = rss
+			}
+		}
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		if rows[i].workload != rows[j].workload {
+			return rows[i].workload < rows[j].workload
+		}
+		return slices.Index(profileOrder, rows[i].profile) < slices.Index(profileOrder, rows[j].profile)
+	})
+	return rows, nil
+}
+
+// mean averages each value of the runs' data.
+func mean(runs []*run, data func(*run) map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	n := map[string]int{}
+	for _, rn := range runs {
+		for k, v := range data(rn) {
+			out[k] += v
+			n[k]++
+		}
+	}
+	for k := range out {
+		out[k] /= float64(n[k])
+	}
+	return out
+}
+
+// workloads returns the workloads in order and their rows by profile.
+func workloads(rows []*row) ([]string, map[string]map[string]*row) {
+	var names []string
+	by := map[string]map[string]*row{}
+	for _, r := range rows {
+		if by[r.workload] == nil {
+			names = append(names, r.workload)
+			by[r.workload] = map[string]*row{}
+		}
+		by[r.workload][r.profile] = r
+	}
+	return names, by
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+func printSummary(w io.Writer, rows []*row) {
+	names, by := workloads(rows)
+	for _, r := range rows {
+		fmt.Fprintf(w, "%-26s %-12s %8.1f pods/s  (p50 %6.1f, p99 %6.1f)  attempt p50 %7.2f ms p99 %7.2f ms  peak RSS %6.0f MiB%s\n",
+			r.workload, r.profile, r.throughput["Average"], r.throughput["Perc50"], r.throughput["Perc99"],
+			r.attempt["Perc50"], r.attempt["Perc99"], mib(r.extra.PeakRSS), perRun(r))
+	}
+	for _, name := range names {
+		native := by[name]["native"]
+		for _, p := range profileOrder[2:] {
+			wasm := by[name][p]
+			if native == nil || wasm == nil || native.throughput["Average"] == 0 {
+				continue
+			}
+			label := "wasm/native"
+			if p != "wasm-go" {
+				label = strings.TrimPrefix(p, "wasm-") + " wasm/native"
+			}
+			prefix := ""
+			if len(names) > 1 {
+				prefix = name + ": "
+			}
+			fmt.Fprintf(w, "%s%s throughput ratio: %.2f\n", prefix, label, wasm.throughput["Average"]/native.throughput["Average"])
+		}
+	}
+}
+
+// perRun lists the throughput of each run when there were several.
+func perRun(r *row) string {
+	if len(r.runs) < 2 {
+		return ""
+	}
+	var vs []string
+	for _, rn := range r.runs {
+		vs = append(vs, fmt.Sprintf("%.1f", rn.throughput["Average"]))
+	}
+	return "  runs: " + strings.Join(vs, ", ")
+}
+
+func printMarkdown(w io.Writer, rows []*row) {
+	names, by := workloads(rows)
+	for _, name := range names {
+		fmt.Fprintf(w, "### %s\n\n", name)
+		fmt.Fprintln(w, "| profile | pods/s avg | p50 | p99 | attempt p50 (ms) | attempt p99 (ms) | peak RSS (MiB) | vs native | runs (pods/s) |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---|")
+		native := by[name]["native"]
+		for _, p := range profileOrder {
+			r := by[name][p]
+			if r == nil {
+				continue
+			}
+			ratio := "-"
+			if native != nil && native.throughput["Average"] > 0 {
+				ratio = fmt.Sprintf("%.2f", r.throughput["Average"]/native.throughput["Average"])
+			}
+			fmt.Fprintf(w, "| %s | %.1f | %.1f | %.1f | %.2f | %.2f | %.0f | %s | %s |\n", p,
+				r.throughput["Average"], r.throughput["Perc50"], r.throughput["Perc99"],
+				r.attempt["Perc50"], r.attempt["Perc99"], mib(r.extra.PeakRSS), ratio, strings.TrimPrefix(perRun(r), "  runs: "))
+		}
+		for _, p := range profileOrder[2:] {
+			if r := by[name][p]; r != nil && r.extra.Instances > 0 {
+				fmt.Fprintf(w, "\n%s: %d instances at the end, %.0f MiB of guest linear memory in all; %d node records and %d pods sent.\n",
+					p, r.extra.Instances, mib(r.extra.GuestMemory), r.extra.NodesSent, r.extra.PodsSent)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+}
