@@ -129,7 +129,9 @@ fuzz-long:
 ## gpu plugin, gpu policy through WasmPolicy built with Go and, when `make
 ## tinygo` installed it, TinyGo), two rounds; one line per profile and the
 ## wasm/native throughput ratio. Results and logs in bin/perf/quick.
-## bench-full: the 5000-node workloads, one round (bin/perf/full).
+## bench-full: the 5000-node workloads, one round (bin/perf/full), without
+## the GPU mix under TinyGo (labelled slow: PERF_FLAGS=-perf-scheduling-label-filter=full
+## includes it).
 ## ROUNDS overrides the rounds; PERF_FLAGS adds test binary flags
 ## (-test.cpuprofile=/abs/path, -perf-scheduling-label-filter=full,gpu).
 PERF_OUT   ?= $(BIN)/perf
@@ -138,13 +140,13 @@ bench: $(TOOLS)/etcd
 	$(MAKE) --no-print-directory perf PERF_SET=quick PERF_TIMEOUT=60m PERF_ROUNDS=$(or $(ROUNDS),2)
 
 bench-full: $(TOOLS)/etcd
-	$(MAKE) --no-print-directory perf PERF_SET=full PERF_TIMEOUT=180m PERF_ROUNDS=$(or $(ROUNDS),1)
+	$(MAKE) --no-print-directory perf PERF_SET=full PERF_FILTER=full,-slow PERF_TIMEOUT=180m PERF_ROUNDS=$(or $(ROUNDS),1)
 
 perf:
 	@rm -rf $(PERF_OUT)/$(PERF_SET) && mkdir -p $(PERF_OUT)/$(PERF_SET)
 	@echo "scheduler_perf ($(PERF_SET)): log in $(PERF_OUT)/$(PERF_SET)/bench.log"
 	@cd test/perf && PATH="$(TOOLS):$$PATH" $(GO) test -run '^$$' -bench BenchmarkPerfScheduling -benchtime 1x \
-	  -timeout $(PERF_TIMEOUT) . -args -perf-scheduling-label-filter=$(PERF_SET) -rounds $(PERF_ROUNDS) \
+	  -timeout $(PERF_TIMEOUT) . -args -perf-scheduling-label-filter=$(or $(PERF_FILTER),$(PERF_SET)) -rounds $(PERF_ROUNDS) \
 	  -data-items-dir $(PERF_OUT)/$(PERF_SET) $(PERF_FLAGS) > $(PERF_OUT)/$(PERF_SET)/bench.log 2>&1 || \
 	  { grep -E -- '^(--- FAIL|FAIL|panic)|Error running' -A20 $(PERF_OUT)/$(PERF_SET)/bench.log | head -60; exit 1; }
 	@$(GO) run ./test/perf/report $(PERF_OUT)/$(PERF_SET)
