@@ -148,7 +148,7 @@ perf:
 	@cd test/perf && PATH="$(TOOLS):$$PATH" $(GO) test -run '^$$' -bench BenchmarkPerfScheduling -benchtime 1x \
 	  -timeout $(PERF_TIMEOUT) . -args -perf-scheduling-label-filter=$(or $(PERF_FILTER),$(PERF_SET)) -rounds $(PERF_ROUNDS) \
 	  -data-items-dir $(PERF_OUT)/$(PERF_SET) $(PERF_FLAGS) > $(PERF_OUT)/$(PERF_SET)/bench.log 2>&1 || \
-	  { grep -E -- '^(--- FAIL|FAIL|panic)|Error running' -A20 $(PERF_OUT)/$(PERF_SET)/bench.log | head -60; exit 1; }
+	  { grep -E -- '^(--- FAIL|FAIL|panic)|Error running|perf_test.go:' $(PERF_OUT)/$(PERF_SET)/bench.log | head -40; exit 1; }
 	@$(GO) run ./test/perf/report $(PERF_OUT)/$(PERF_SET)
 
 ## etcd for scheduler_perf, built from the module's tool directive

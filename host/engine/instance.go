@@ -88,7 +88,7 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 	// A start function runs inside InstantiateModule: give it the init
 	// deadline too.
 	watch.add()
-	in.deadline.Store(watch.now() + ticksFor(m.cfg.InitTimeout))
+	in.deadline.Store(deadline(m.cfg.InitTimeout))
 	mod, err := m.runtime.InstantiateModule(in.ctx, m.compiled, cfg)
 	in.deadline.Store(0)
 	if err != nil {
@@ -197,7 +197,7 @@ func (in *Instance) invoke(call string, fn api.Function, timeout time.Duration) 
 		in.broken = true
 		return 0, in.m.errorf(call, KindBroken, errors.New("instance already failed"))
 	}
-	in.deadline.Store(watch.now() + ticksFor(timeout))
+	in.deadline.Store(deadline(timeout))
 	err := fn.CallWithStack(in.ctx, in.stack[:])
 	in.deadline.Store(0)
 	if err != nil {

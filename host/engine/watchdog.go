@@ -10,12 +10,17 @@ import (
 // and one tick (plus interrupt.Budget guest steps) later.
 const tick = 2 * time.Millisecond
 
-// watchdog is a coarse clock for deadlines: a goroutine advances a tick
-// counter while any instance exists. A call stores its deadline in ticks
-// and clears it afterwards (two atomic stores, no clock read); the yield
-// host function compares. The goroutine needs no CPU while a call runs:
-// if every P is busy in guest code, the yield calls let the runtime
-// preempt them.
+// watchdog is a coarse clock for deadlines. A call reads the monotonic
+// clock once to store its deadline in ticks, and clears it afterwards; the
+// yield host function compares it with a tick counter that a goroutine
+// keeps up to date while any instance exists (an atomic load, no clock
+// read, on the guest's hot path). The counter is derived from the clock,
+// not counted: a ticker drops ticks while its goroutine waits for a CPU
+// (guests busy on every core), and counting them would stretch deadlines
+// by as much (the hostile guest suite saw a 200ms deadline let a 2s sleep
+// finish that way). A counter that lags makes a deadline late by the lag,
+// never early. The goroutine needs no CPU while a call runs: if every P is
+// busy in guest code, the yield calls let the runtime preempt them.
 type watchdog struct {
 	ticks atomic.Int64
 
@@ -28,7 +33,20 @@ var watch = &watchdog{}
 
 func ticksFor(d time.Duration) int64 { return int64((d+tick-1)/tick) + 1 }
 
+// epoch is the origin of the tick clock.
+var epoch = time.Now()
+
+// clock is the current tick, read from the clock; ticks start at 1 so that
+// a deadline is never 0 (0 means no call in progress).
+func clock() int64 { return 1 + int64(time.Since(epoch)/tick) }
+
+// now is the tick as the watchdog last stored it: at most a tick behind
+// the clock while the watchdog gets CPU, further behind when it does not.
 func (w *watchdog) now() int64 { return w.ticks.Load() }
+
+// deadline is the tick at which a call that starts now and may run for d
+// expires.
+func deadline(d time.Duration) int64 { return clock() + ticksFor(d) }
 
 // add registers a user (an instance) and starts the clock if needed.
 func (w *watchdog) add() {
@@ -51,13 +69,9 @@ func (w *watchdog) remove() {
 func (w *watchdog) run() {
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	// The clock is read, not counted: a ticker drops ticks while its
-	// goroutine waits for a CPU (guests busy on every core), and counting
-	// them would stretch every deadline by as much. The hostile guest suite
-	// saw a 200ms deadline let a 2s sleep finish that way.
-	base, start := w.ticks.Load(), time.Now()
+	w.ticks.Store(clock())
 	for range t.C {
-		w.ticks.Store(base + 1 + int64(time.Since(start)/tick))
+		w.ticks.Store(clock())
 		w.mu.Lock()
 		idle := w.users <= 0
 		if idle {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -420,33 +419,15 @@ func (c *cluster) waitEvent(t *testing.T, pod, reason string, timeout time.Durat
 // policy's last rejected upload and returns the error.
 func (c *cluster) waitRejected(policyName, digest string, timeout time.Duration) string {
 	c.t.Helper()
-	var msg, last string
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		cm, err := c.client.CoreV1().ConfigMaps(policyNamespace).Get(ctx, plugin.StatusConfigMap, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, nil
+	var msg string
+	last, ok := c.waitStatus(policyName, timeout, func(p plugin.SlotStatus) bool {
+		if p.LastRejected != nil && p.LastRejected.Digest == digest {
+			msg = p.LastRejected.Error
+			return true
 		}
-		if err != nil {
-			return false, err
-		}
-		for _, raw := range cm.Data {
-			var st plugin.Status
-			if json.Unmarshal([]byte(raw), &st) != nil {
-				continue
-			}
-			for _, p := range st.Policies {
-				if p.Policy == policyName {
-					last = raw
-					if p.LastRejected != nil && p.LastRejected.Digest == digest {
-						msg = p.LastRejected.Error
-						return true, nil
-					}
-				}
-			}
-		}
-		return false, nil
+		return false
 	})
-	if err != nil {
+	if !ok {
 		c.t.Fatalf("policy %s: upload %s not rejected within %v; status: %s", policyName, digest[:12], timeout, last)
 	}
 	return msg

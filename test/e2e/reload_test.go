@@ -91,6 +91,17 @@ func (c *cluster) waitRejections(namespace string, n int, timeout time.Duration)
 func (c *cluster) waitActive(policy, digest string, timeout time.Duration) time.Duration {
 	c.t.Helper()
 	start := time.Now()
+	if last, ok := c.waitStatus(policy, timeout, func(p plugin.SlotStatus) bool { return p.Digest == digest }); !ok {
+		c.t.Fatalf("policy %s not serving %s within %v; status: %s", policy, digest[:12], timeout, last)
+	}
+	return time.Since(start)
+}
+
+// waitStatus polls the published status until an entry of policy satisfies
+// done. It returns the last status seen that names the policy, and whether
+// done was met before timeout.
+func (c *cluster) waitStatus(policy string, timeout time.Duration, done func(plugin.SlotStatus) bool) (string, bool) {
+	c.t.Helper()
 	var last string
 	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		cm, err := c.client.CoreV1().ConfigMaps(policyNamespace).Get(ctx, plugin.StatusConfigMap, metav1.GetOptions{})
@@ -108,7 +119,7 @@ func (c *cluster) waitActive(policy, digest string, timeout time.Duration) time.
 			for _, p := range st.Policies {
 				if p.Policy == policy {
 					last = raw
-					if p.Digest == digest {
+					if done(p) {
 						return true, nil
 					}
 				}
@@ -116,10 +127,7 @@ func (c *cluster) waitActive(policy, digest string, timeout time.Duration) time.
 		}
 		return false, nil
 	})
-	if err != nil {
-		c.t.Fatalf("policy %s not serving %s within %v; status: %s", policy, digest[:12], timeout, last)
-	}
-	return time.Since(start)
+	return last, err == nil
 }
 
 // While pods are created continuously, the policy is replaced ten times
