@@ -102,6 +102,9 @@ vet:
 
 ## test: every test (guests are built by the tests themselves)
 test: vet
+	@# test/e2e runs kube-scheduler built with -race (failover, load): compile
+	@# it here, so that its tests only link it, within their timeout.
+	$(GO) build -race -o /dev/null ./cmd/kube-scheduler
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@# The race detector on the host packages that run guests; host/source's
 	@# tests start a control plane, too costly to build with -race on 2 cores.
