@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"slices"
-	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/wasmsched/wasmsched/host/eval"
+	"github.com/wasmsched/wasmsched/internal/evalcheck"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
@@ -162,25 +162,8 @@ func TestEvalCustomSettings(t *testing.T) {
 }
 
 func TestEvalSettingsRejected(t *testing.T) {
-	tests := []struct{ settings, want string }{
-		{`{"edgeLabel": "edge"}`, `"edgeLabel" must be key=value with a non-empty key, not "edge"`},
-		{`{"nodeLabel": "kubernetes.io/role=edge"}`, `unknown field "nodeLabel"`},
-	}
-	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) []string {
-		var errs []string
-		for _, tt := range tests {
-			t.Run(tt.settings, func(t *testing.T) {
-				ev, err := eval.Load(context.Background(), []eval.PolicySpec{{Name: Name, Wasm: wasm, Settings: []byte(tt.settings)}})
-				if err == nil {
-					ev.Close(context.Background())
-					t.Fatalf("settings %s loaded, want an error", tt.settings)
-				}
-				if !strings.Contains(err.Error(), tt.want) {
-					t.Errorf("error %q does not contain %q", err, tt.want)
-				}
-				errs = append(errs, testwasm.Unversioned(err))
-			})
-		}
-		return errs
+	evalcheck.RejectsSettings(t, pkg, Name, []evalcheck.BadSettings{
+		{Settings: `{"edgeLabel": "edge"}`, Want: `"edgeLabel" must be key=value with a non-empty key, not "edge"`},
+		{Settings: `{"nodeLabel": "kubernetes.io/role=edge"}`, Want: `unknown field "nodeLabel"`},
 	})
 }

@@ -5,13 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/wasmsched/wasmsched/host/eval"
+	"github.com/wasmsched/wasmsched/internal/evalcheck"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
@@ -296,25 +296,8 @@ func TestEvalMalformedAnnotation(t *testing.T) {
 
 // TestEvalSettingsRejected: bad settings fail the load, naming the problem.
 func TestEvalSettingsRejected(t *testing.T) {
-	tests := []struct{ settings, want string }{
-		{`{"strategy": "pack"}`, `"strategy" must be "binpack" or "spread", not "pack"`},
-		{`{"reserveGPUNodes": true, "extra": 1}`, `unknown field "extra"`},
-	}
-	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) []string {
-		var errs []string
-		for _, tt := range tests {
-			t.Run(tt.settings, func(t *testing.T) {
-				ev, err := eval.Load(context.Background(), []eval.PolicySpec{{Name: Name, Wasm: wasm, Settings: []byte(tt.settings)}})
-				if err == nil {
-					ev.Close(context.Background())
-					t.Fatalf("settings %s loaded, want an error", tt.settings)
-				}
-				if !strings.Contains(err.Error(), tt.want) {
-					t.Errorf("error %q does not contain %q", err, tt.want)
-				}
-				errs = append(errs, testwasm.Unversioned(err))
-			})
-		}
-		return errs
+	evalcheck.RejectsSettings(t, pkg, Name, []evalcheck.BadSettings{
+		{Settings: `{"strategy": "pack"}`, Want: `"strategy" must be "binpack" or "spread", not "pack"`},
+		{Settings: `{"reserveGPUNodes": true, "extra": 1}`, Want: `unknown field "extra"`},
 	})
 }

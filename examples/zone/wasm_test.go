@@ -19,6 +19,7 @@ import (
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 	"github.com/wasmsched/wasmsched/host/eval"
 	hostpolicy "github.com/wasmsched/wasmsched/host/policy"
+	"github.com/wasmsched/wasmsched/internal/evalcheck"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
@@ -175,25 +176,10 @@ func TestEvalUngroupedPod(t *testing.T) {
 }
 
 func TestEvalRejectsBadSettings(t *testing.T) {
-	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) []string {
-		var errs []string
-		for _, tc := range []struct{ settings, want string }{
-			{`{"maxSkew": 0}`, `"maxSkew" must be at least 1`},
-			{`{"groupLabel": ""}`, `"groupLabel" must not be empty`},
-			{`{"requireZones": true}`, `unknown field "requireZones"`},
-		} {
-			ev, err := eval.Load(context.Background(), []eval.PolicySpec{{Name: "zone", Wasm: wasm, Settings: []byte(tc.settings)}})
-			if err == nil {
-				ev.Close(context.Background())
-				t.Errorf("settings %s loaded, want an error", tc.settings)
-				continue
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("settings %s: %v, want it to contain %q", tc.settings, err, tc.want)
-			}
-			errs = append(errs, testwasm.Unversioned(err))
-		}
-		return errs
+	evalcheck.RejectsSettings(t, pkg, "zone", []evalcheck.BadSettings{
+		{Settings: `{"maxSkew": 0}`, Want: `"maxSkew" must be at least 1`},
+		{Settings: `{"groupLabel": ""}`, Want: `"groupLabel" must not be empty`},
+		{Settings: `{"requireZones": true}`, Want: `unknown field "requireZones"`},
 	})
 }
 
