@@ -313,7 +313,7 @@ func (e *entry) implements(pt abiv1.Point) bool {
 // failed applies the failure policy to a call error. It returns the status
 // to report, or nil when the policy is to be ignored.
 func (pl *Plugin) failed(ctx context.Context, e *entry, pt abiv1.Point, err error) *fwk.Status {
-	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+	if abandoned(ctx, err) {
 		// The scheduler abandoned the cycle (another node or plugin failed)
 		// while this call waited for an instance: not the policy's failure.
 		return fwk.AsStatus(err)
@@ -476,6 +476,12 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, ni
 			pl.compareShadow(ctx, st, e, ni, s, err)
 		}
 		if err != nil {
+			if abandoned(ctx, err) {
+				// The scheduler found enough feasible nodes and stopped
+				// filtering while this call waited: an Error here would
+				// fail the whole cycle of a pod that has its nodes.
+				return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: node not evaluated: the scheduler stopped filtering (%v)", e.slot.Args.Name, ctx.Err()))
+			}
 			if fs := pl.failed(ctx, e, abiv1.Point_POINT_FILTER, err); fs != nil {
 				return fs
 			}
@@ -486,6 +492,12 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, ni
 		}
 	}
 	return nil
+}
+
+// abandoned reports whether err is the scheduler cancelling ctx, not a
+// failure of the call.
+func abandoned(ctx context.Context, err error) bool {
+	return ctx.Err() != nil && errors.Is(err, ctx.Err())
 }
 
 // batchFilter returns the cycle's Filter verdicts of e's policy on the
@@ -504,7 +516,7 @@ func batchFilter(ctx context.Context, st *cycleState, e *entry) *policy.Verdicts
 			// A failed call is counted and logged wherever it happens;
 			// the failure policy applies when Filter meets the failure
 			// again node by node (an intermittent one it may not meet).
-			if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
+			if !abandoned(ctx, err) {
 				countFailure(ctx, e, abiv1.Point_POINT_FILTER, err, "Batched Filter failed, filtering node by node")
 			}
 			return
@@ -614,7 +626,7 @@ func (pl *Plugin) PreScore(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 		if err != nil || bad >= 0 {
 			// As for Filter: a failed call is counted and logged here,
 			// and the failure policy applies node by node.
-			if err != nil && (ctx.Err() == nil || !errors.Is(err, ctx.Err())) {
+			if err != nil && !abandoned(ctx, err) {
 				countFailure(ctx, e, abiv1.Point_POINT_SCORE, err, "Batched Score failed, scoring node by node")
 			}
 			continue

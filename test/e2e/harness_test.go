@@ -48,6 +48,7 @@ type policy struct {
 	ConfigMap     string // source: ConfigMaps of this policy name instead of Package
 	Mode, Shadows string
 	OnDelete      string
+	MaxInstances  int
 }
 
 func (p policy) args(t *testing.T) map[string]any {
@@ -76,6 +77,9 @@ func (p policy) args(t *testing.T) map[string]any {
 	if p.Timeout != "" {
 		a["timeout"] = p.Timeout
 	}
+	if p.MaxInstances != 0 {
+		a["maxInstances"] = p.MaxInstances
+	}
 	return a
 }
 
@@ -94,8 +98,8 @@ type cluster struct {
 
 // schedulerConfig writes a configuration enabling WasmPolicy (at every
 // point, with a weight that makes its score dominate) in the default
-// profile.
-func schedulerConfig(t *testing.T, dir, kubeconfig string, policies []policy) string {
+// profile; each tweak may then edit the configuration.
+func schedulerConfig(t *testing.T, dir, kubeconfig string, policies []policy, tweaks ...func(cfg map[string]any)) string {
 	t.Helper()
 	var args []any
 	for _, p := range policies {
@@ -112,6 +116,9 @@ func schedulerConfig(t *testing.T, dir, kubeconfig string, policies []policy) st
 			"pluginConfig":  []any{map[string]any{"name": plugin.Name, "args": map[string]any{"namespace": policyNamespace, "policies": args}}},
 		}},
 	}
+	for _, tweak := range tweaks {
+		tweak(cfg)
+	}
 	b, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -124,8 +131,8 @@ func schedulerConfig(t *testing.T, dir, kubeconfig string, policies []policy) st
 }
 
 // startCluster starts a control plane and, unless policies is nil, an
-// in-process scheduler with them.
-func startCluster(t *testing.T, policies []policy) *cluster {
+// in-process scheduler with them (its configuration edited by tweaks).
+func startCluster(t *testing.T, policies []policy, tweaks ...func(cfg map[string]any)) *cluster {
 	t.Helper()
 	ctx := context.Background()
 	cp, err := controlplane.Start(ctx, controlplane.Options{TB: t})
@@ -139,15 +146,15 @@ func startCluster(t *testing.T, policies []policy) *cluster {
 		t.Fatal(err)
 	}
 	if policies != nil {
-		restartScheduler(t, c, policies)
+		restartScheduler(t, c, policies, tweaks...)
 	}
 	return c
 }
 
 // restartScheduler starts an in-process scheduler for c with policies.
-func restartScheduler(t *testing.T, c *cluster, policies []policy) {
+func restartScheduler(t *testing.T, c *cluster, policies []policy, tweaks ...func(cfg map[string]any)) {
 	t.Helper()
-	c.config = schedulerConfig(t, t.TempDir(), c.kubeconfig, policies)
+	c.config = schedulerConfig(t, t.TempDir(), c.kubeconfig, policies, tweaks...)
 	s, err := controlplane.StartScheduler(context.Background(), controlplane.SchedulerOptions{
 		Kubeconfig:      c.kubeconfig,
 		ConfigFile:      c.config,

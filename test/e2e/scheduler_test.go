@@ -1,10 +1,15 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
 )
 
@@ -147,5 +152,51 @@ func TestFailurePolicy(t *testing.T) {
 		if !strings.Contains(msg, want) {
 			t.Fatalf("FailedScheduling message %q lacks %q", msg, want)
 		}
+	}
+}
+
+// When the scheduler has found enough feasible nodes it cancels the Filter
+// calls still in flight. A call waiting for the policy's only instance then
+// ends, and must not fail the cycle of a pod that has its nodes: every pod
+// binds at its first attempt, with no FailedScheduling event.
+func TestFilterStoppedEarly(t *testing.T) {
+	const nodes = 300
+	var names []string
+	for i := range nodes {
+		names = append(names, fmt.Sprintf("node-%03d", i))
+	}
+	allowed, err := json.Marshal(map[string]any{"nodes": names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// With 10% of 300 nodes to find, the scheduler stops at its minimum of
+	// 100 feasible nodes; the policy is asked about a third of the snapshot
+	// and filters node by node, 16 goroutines queueing for one instance.
+	c := startCluster(t, []policy{{Name: "nodepin", Package: "examples/nodepin", Settings: string(allowed), MaxInstances: 1}},
+		func(cfg map[string]any) { cfg["percentageOfNodesToScore"] = 10 })
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < nodes; i += 8 {
+				c.node(names[i], nil)
+			}
+		}()
+	}
+	wg.Wait()
+	const pods = 40
+	for i := range pods {
+		c.pod(fmt.Sprintf("early-%02d", i))
+	}
+	for i := range pods {
+		c.waitBound(fmt.Sprintf("early-%02d", i), 60*time.Second)
+	}
+	evs, err := c.client.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: "reason=FailedScheduling"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		t.Errorf("pod %s: FailedScheduling: %s", e.InvolvedObject.Name, e.Message)
 	}
 }
