@@ -29,6 +29,10 @@ type instance struct {
 
 	in  []byte // the host writes requests here (see buffer)
 	out []byte // the marshalled result of the last call
+	// scores holds the final scores of the last wasmsched_score_nodes, as
+	// little-endian int64s, and nodeScores the NormalizeScore argument.
+	scores     []byte
+	nodeScores []NodeScore
 
 	// The detail of the last call, marshalled only if the host asks.
 	result abiv1.Result
@@ -289,6 +293,64 @@ func (in *instance) score(h uint32) uint64 {
 	}
 	code := in.status(s)
 	return uint64(code)<<32 | uint64(uint32(int32(v)))
+}
+
+// scoreNodes handles wasmsched_score_nodes: Score on each of the n resident
+// nodes whose handles the host wrote to the buffer as little-endian int32s,
+// then NormalizeScore over all of them, in one call. On success it returns
+// Success and fills in.scores with the n final scores; otherwise the code
+// and the index of the node whose Score failed, or n when NormalizeScore
+// failed, with the reasons as the detail.
+func (in *instance) scoreNodes(n uint32) (Code, uint32) {
+	if c := in.needCycle(); c != 0 {
+		return Code(c), 0
+	}
+	if uint64(n)*4 > uint64(len(in.in)) {
+		return Code(in.fail(Error, errOverrun.Error())), 0
+	}
+	p := in.policy
+	if cap(in.nodeScores) < int(n) {
+		in.nodeScores = make([]NodeScore, n)
+	}
+	scores := in.nodeScores[:n]
+	for i := range scores {
+		b := in.in[4*i:]
+		h := uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+		node := in.node(h)
+		if node == nil {
+			return Code(in.unknownNode(h)), uint32(i)
+		}
+		scores[i] = NodeScore{Node: node}
+		if p.Score == nil {
+			continue
+		}
+		v, s := p.Score(in.cycle, node)
+		if s.Code == Success && (v < -1<<31 || v > 1<<31-1) {
+			s = Errorf("score %d does not fit in an int32", v)
+		}
+		if code := in.status(s); code != uint32(Success) {
+			return Code(code), uint32(i)
+		}
+		scores[i].Score = v
+	}
+	if p.NormalizeScore != nil {
+		if code := in.status(p.NormalizeScore(in.cycle, scores)); code != uint32(Success) {
+			return Code(code), n
+		}
+	}
+	if cap(in.scores) < 8*int(n) {
+		in.scores = make([]byte, 8*n)
+	}
+	in.scores = in.scores[:8*n]
+	for i, sc := range scores {
+		v := uint64(sc.Score)
+		for k := range 8 {
+			in.scores[8*i+k] = byte(v >> (8 * k))
+		}
+		scores[i] = NodeScore{} // keep no node alive past the call
+	}
+	in.pending = nil
+	return Success, 0
 }
 
 // call handles wasmsched_call, the generic entry for the points that carry

@@ -85,6 +85,19 @@ func exportScore(h uint32) uint64 {
 	return inst.score(h)
 }
 
+//go:wasmexport wasmsched_score_nodes
+func exportScoreNodes(n uint32) uint64 {
+	enter()
+	code, i := inst.scoreNodes(n)
+	if code == Success {
+		if n == 0 {
+			return uint64(Success) << 32
+		}
+		i = uint32(uintptr(unsafe.Pointer(unsafe.SliceData(inst.scores))))
+	}
+	return uint64(code)<<32 | uint64(i)
+}
+
 //go:wasmexport wasmsched_call
 func exportCall(point, n uint32) uint32 {
 	enter()

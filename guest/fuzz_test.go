@@ -172,6 +172,18 @@ func FuzzDispatch(f *testing.F) {
 		expectResult(t, "filter")
 		expectCode(t, "score", uint32(inst.score(handle)>>32))
 		expectResult(t, "score")
+		// score_nodes reads callB as handles; the length claimed may
+		// exceed the buffer.
+		n := send(callB, point) / 4
+		code2, bad := inst.scoreNodes(n)
+		expectCode(t, "score_nodes", uint32(code2))
+		expectResult(t, "score_nodes")
+		switch {
+		case code2 == Success && len(inst.scores) != 8*int(n):
+			t.Fatalf("score_nodes: %d bytes of scores for %d nodes", len(inst.scores), n)
+		case code2 != Success && bad > n:
+			t.Fatalf("score_nodes: failure at node %d of %d", bad, n)
+		}
 		expectCode(t, "call", inst.call(point, send(callB, 0)))
 		expectResult(t, "call")
 	})

@@ -1,8 +1,6 @@
 package guest
 
 import (
-	"sort"
-
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 )
 
@@ -39,10 +37,20 @@ func Quantity(r *abiv1.Resources, name string) int64 {
 	case ResourcePods:
 		return r.Pods
 	}
+	// A binary search written out: a closure call per step (sort.Search)
+	// is dear in Go compiled to WebAssembly, and this runs once per node.
 	s := r.Scalars
-	i := sort.Search(len(s), func(i int) bool { return s[i].Name >= name })
-	if i < len(s) && s[i].Name == name {
-		return s[i].Value
+	lo, hi := 0, len(s)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if s[mid].Name < name {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo < len(s) && s[lo].Name == name {
+		return s[lo].Value
 	}
 	// The host sends scalars sorted; tolerate hand-built messages too.
 	for _, sc := range s {

@@ -441,8 +441,8 @@ func BenchmarkGPUCycles(b *testing.B) {
 						b.Fatal(err)
 					}
 					from := (i * 500) % n
-					if _, bad, s, err := p.ScoreAll(ctx, c, nodes[from:from+500]); err != nil || bad >= 0 {
-						b.Fatal(s, err)
+					if res, err := p.ScoreAll(ctx, c, nodes[from:from+500]); err != nil || res.Bad >= 0 {
+						b.Fatal(res, err)
 					}
 				}
 				return time.Since(start)

@@ -124,6 +124,18 @@ func FuzzGuestAnswers(f *testing.F) {
 		check(t, in, "score", err)
 		checkCode(t, "score", code, err)
 		rewrite()
+		hs := []int32{3, 4, 5}
+		scores, code, bad, err := in.ScoreNodes(hs)
+		check(t, in, "score_nodes", err)
+		checkCode(t, "score_nodes", code, err)
+		switch {
+		case err != nil:
+		case code == abiv1.Code_CODE_SUCCESS && (len(scores) != len(hs) || bad != -1):
+			t.Fatalf("score_nodes: success with %d scores for %d nodes, bad %d", len(scores), len(hs), bad)
+		case code != abiv1.Code_CODE_SUCCESS && (bad < 0 || bad > len(hs)):
+			t.Fatalf("score_nodes: %v at node %d of %d", code, bad, len(hs))
+		}
+		rewrite()
 		code, err = in.Cycle([]byte("pod"))
 		check(t, in, "cycle", err)
 		checkCode(t, "cycle", code, err)

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -60,7 +61,9 @@ type Instance struct {
 	stderr *tail
 
 	abiVersion, buffer, result, initFn, syncFn, cycle, filter, score, call api.Function
-	stack                                                                  [2]uint64
+	// scoreNodes is the optional wasmsched_score_nodes; nil when absent.
+	scoreNodes api.Function
+	stack      [2]uint64
 
 	deadline atomic.Int64 // watchdog tick at which the current call expires; 0 when idle
 	expired  atomic.Bool  // the watchdog interrupted (or tried to interrupt) a call
@@ -108,7 +111,7 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 		{&in.result, "wasmsched_result"}, {&in.initFn, "wasmsched_init"},
 		{&in.syncFn, "wasmsched_sync"}, {&in.cycle, "wasmsched_cycle"},
 		{&in.filter, "wasmsched_filter"}, {&in.score, "wasmsched_score"},
-		{&in.call, "wasmsched_call"},
+		{&in.call, "wasmsched_call"}, {&in.scoreNodes, "wasmsched_score_nodes"},
 	} {
 		*f.dst = mod.ExportedFunction(f.name)
 	}
@@ -414,6 +417,54 @@ func (in *Instance) Score(h int32) (int64, abiv1.Code, error) {
 	}
 	code, err := in.code("score", v>>32)
 	return int64(int32(uint32(v))), code, err
+}
+
+// ScoresNodes reports whether the module scores many nodes in one call
+// (it exports the optional wasmsched_score_nodes).
+func (in *Instance) ScoresNodes() bool { return in.scoreNodes != nil }
+
+// ScoreNodes runs Score on each resident node of hs and then NormalizeScore
+// over them, in one call, and returns the final scores, in the order of hs.
+// When the guest's Score on hs[bad], or its NormalizeScore (bad ==
+// len(hs)), answers a non-success code, it returns that code and bad; the
+// reasons are the call's detail (Result). Only for modules that ScoresNodes.
+func (in *Instance) ScoreNodes(hs []int32) (scores []int64, code abiv1.Code, bad int, err error) {
+	const call = "score_nodes"
+	req := make([]byte, 4*len(hs))
+	for i, h := range hs {
+		binary.LittleEndian.PutUint32(req[4*i:], uint32(h))
+	}
+	if _, err := in.write(call, req); err != nil {
+		return nil, abiv1.Code_CODE_INVALID, -1, err
+	}
+	in.stack[0] = uint64(len(hs))
+	v, err := in.invoke(call, in.scoreNodes, in.m.cfg.CallTimeout)
+	if err != nil {
+		return nil, abiv1.Code_CODE_INVALID, -1, err
+	}
+	if code, err = in.code(call, v>>32); err != nil {
+		return nil, code, -1, err
+	}
+	if code != abiv1.Code_CODE_SUCCESS {
+		if int(uint32(v)) > len(hs) {
+			in.broken = true
+			return nil, abiv1.Code_CODE_INVALID, -1, in.m.errorf(call, KindInvalid, fmt.Errorf("answered code %d for node %d of %d", code, uint32(v), len(hs)))
+		}
+		return nil, code, int(uint32(v)), nil
+	}
+	scores = make([]int64, len(hs))
+	if len(hs) == 0 {
+		return scores, code, -1, nil
+	}
+	raw, ok := in.mem.Read(uint32(v), uint32(8*len(hs)))
+	if !ok {
+		in.broken = true
+		return nil, abiv1.Code_CODE_INVALID, -1, in.m.errorf(call, KindInvalid, fmt.Errorf("scores at %#x+%d lie outside the module's memory", uint32(v), 8*len(hs)))
+	}
+	for i := range scores {
+		scores[i] = int64(binary.LittleEndian.Uint64(raw[8*i:]))
+	}
+	return scores, code, -1, nil
 }
 
 var pointNames = map[abiv1.Point]string{

@@ -270,8 +270,9 @@ type entry struct {
 	// in its snapshot.
 	asked atomic.Int64
 	nodes int
-	// scored: PreScore computed every score in one batch (ScoreAll).
-	scored bool
+	// scored: PreScore computed every score in one batch (ScoreAll);
+	// normalized: the guest normalised them in the same call.
+	scored, normalized bool
 	// shadow is the shadow policy compared with this one, if any.
 	shadow *entry
 	// For a shadow entry: its PreFilter, run once per cycle.
@@ -622,8 +623,8 @@ func (pl *Plugin) PreScore(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 		}
 		m := e.slot.metrics[abiv1.Point_POINT_SCORE]
 		start := time.Now()
-		scores, bad, _, err := e.version.ScoreAll(ctx, st.cycle, nodes)
-		if err != nil || bad >= 0 {
+		res, err := e.version.ScoreAll(ctx, st.cycle, nodes)
+		if err != nil || res.Bad >= 0 {
 			// As for Filter: a failed call is counted and logged here,
 			// and the failure policy applies node by node.
 			if err != nil && !abandoned(ctx, err) {
@@ -633,8 +634,11 @@ func (pl *Plugin) PreScore(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 		}
 		m.duration.Observe(time.Since(start).Seconds())
 		m.success.Add(float64(len(nodes)))
-		copy(e.scores, scores)
-		e.scored = true
+		copy(e.scores, res.Values)
+		e.scored, e.normalized = true, res.Normalized
+		if res.Normalized && e.version.Implements(abiv1.Point_POINT_NORMALIZE_SCORE) {
+			e.slot.metrics[abiv1.Point_POINT_NORMALIZE_SCORE].success.Inc()
+		}
 	}
 	return nil
 }
@@ -695,11 +699,13 @@ func (pl *Plugin) NormalizeScore(ctx context.Context, cs fwk.CycleState, pod *v1
 		if e.scores == nil || !e.implements(abiv1.Point_POINT_SCORE) {
 			continue
 		}
+		// Scores normalised in PreScore's batch are final already.
+		normalize := e.version.Implements(abiv1.Point_POINT_NORMALIZE_SCORE) && !e.normalized
 		ps := make([]policy.NodeScore, len(scores))
 		infos := make([]fwk.NodeInfo, len(scores))
 		for k, ns := range scores {
 			ps[k] = policy.NodeScore{Name: ns.Name, Score: e.scores[st.scoreIdx[ns.Name]]}
-			if e.version.Implements(abiv1.Point_POINT_NORMALIZE_SCORE) {
+			if normalize {
 				ni, err := pl.handle.SnapshotSharedLister().NodeInfos().Get(ns.Name)
 				if err != nil {
 					return fwk.AsStatus(err)
@@ -707,7 +713,7 @@ func (pl *Plugin) NormalizeScore(ctx context.Context, cs fwk.CycleState, pod *v1
 				infos[k] = ni
 			}
 		}
-		if e.version.Implements(abiv1.Point_POINT_NORMALIZE_SCORE) {
+		if normalize {
 			s, err := timed(e, abiv1.Point_POINT_NORMALIZE_SCORE, func() (policy.Status, error) {
 				return e.version.NormalizeScore(ctx, st.cycle, infos, ps)
 			})

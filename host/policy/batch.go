@@ -158,19 +158,34 @@ func (p *Policy) FilterAll(ctx context.Context, c *Cycle, nodes []fwk.NodeInfo) 
 	return v, nil
 }
 
-// ScoreAll runs the guest's Score on every node and returns the scores in
-// the order of nodes. A node the guest does not score with Success fails the
-// batch with the node's index (bad >= 0) and the guest's status; a call
-// that fails returns an error (bad < 0).
-func (p *Policy) ScoreAll(ctx context.Context, c *Cycle, nodes []fwk.NodeInfo) (scores []int64, bad int, s Status, err error) {
-	scores = make([]int64, len(nodes))
-	var (
-		mu      sync.Mutex
-		badNode = -1
-		badStat Status
-	)
+// Scores are the outcome of ScoreAll.
+type Scores struct {
+	// Values are the scores in the order of the nodes, when every call
+	// succeeded.
+	Values []int64
+	// Normalized is set when Values are final: the guest ran its
+	// NormalizeScore (if it has one) in the same call, so the host must not
+	// call it again.
+	Normalized bool
+	// Bad is the index of the node whose Score did not answer Success, or
+	// the number of nodes when the guest's NormalizeScore did not; -1 when
+	// everything succeeded. Status is that verdict.
+	Bad    int
+	Status Status
+}
+
+// ScoreAll runs the guest's Score on every node. A module that exports
+// wasmsched_score_nodes scores them all, and normalises the scores, in one
+// call on one instance; otherwise workers call Score node by node. A call
+// that fails returns an error.
+func (p *Policy) ScoreAll(ctx context.Context, c *Cycle, nodes []fwk.NodeInfo) (Scores, error) {
+	if p.scoresNodes {
+		return p.scoreNodes(ctx, c, nodes)
+	}
+	res := Scores{Values: make([]int64, len(nodes)), Bad: -1, Status: success}
+	var mu sync.Mutex
 	errRejected := &batchStop{}
-	err = p.forEach(ctx, c, len(nodes), func(m *member, i int) error {
+	err := p.forEach(ctx, c, len(nodes), func(m *member, i int) error {
 		h, err := p.ready(m, c, nodes[i])
 		if err != nil {
 			return err
@@ -185,22 +200,55 @@ func (p *Policy) ScoreAll(ctx context.Context, c *Cycle, nodes []fwk.NodeInfo) (
 				return err
 			}
 			mu.Lock()
-			if badNode < 0 {
-				badNode, badStat = i, st
+			if res.Bad < 0 {
+				res.Bad, res.Status = i, st
 			}
 			mu.Unlock()
 			return errRejected
 		}
-		scores[i] = v
+		res.Values[i] = v
 		return nil
 	})
-	if err == errRejected {
-		return nil, badNode, badStat, nil
+	switch {
+	case err == errRejected:
+		res.Values = nil
+		return res, nil
+	case err != nil:
+		return Scores{Bad: -1}, err
 	}
+	return res, nil
+}
+
+// scoreNodes is ScoreAll in one wasmsched_score_nodes call.
+func (p *Policy) scoreNodes(ctx context.Context, c *Cycle, nodes []fwk.NodeInfo) (Scores, error) {
+	res := Scores{Bad: -1, Status: success}
+	err := p.with(ctx, func(m *member) error {
+		if err := p.prepare(m, c); err != nil {
+			return err
+		}
+		hs, err := p.syncNodes(m, nodes)
+		if err != nil {
+			return err
+		}
+		values, code, bad, err := m.in.ScoreNodes(hs)
+		if err != nil {
+			return err
+		}
+		if code != abiv1.Code_CODE_SUCCESS {
+			st, err := p.status(m, "score_nodes", code)
+			if err != nil {
+				return err
+			}
+			res.Bad, res.Status = bad, st
+			return nil
+		}
+		res.Values, res.Normalized = values, true
+		return nil
+	})
 	if err != nil {
-		return nil, -1, Status{}, err
+		return Scores{Bad: -1}, err
 	}
-	return scores, -1, success, nil
+	return res, nil
 }
 
 // batchStop stops a batch without an error of its own.

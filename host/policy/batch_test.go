@@ -88,31 +88,84 @@ func TestFilterAllMatchesFilter(t *testing.T) {
 
 // TestScoreAll: the scores in node order; a guest Error on one node names
 // it; a failing call fails the batch with the engine's error and the
-// instance is replaced.
+// instance is replaced. In one wasmsched_score_nodes call (what the SDK
+// builds) and node by node (a module without that export).
 func TestScoreAll(t *testing.T) {
-	p := load(t, `{"scoreLabel": "s"}`, func(o *Options) { o.MaxInstances = 2 })
-	nodes := batchNodes()
-	scores, bad, s, err := p.ScoreAll(ctx, NewCycle(mkPod("p"), nodes), nodes)
-	if err != nil || bad >= 0 || !s.IsSuccess() {
-		t.Fatalf("ScoreAll: %d %+v %v", bad, s, err)
+	for _, oneCall := range []bool{true, false} {
+		t.Run(map[bool]string{true: "one call", false: "node by node"}[oneCall], func(t *testing.T) {
+			score := map[bool]string{true: "score_nodes", false: "score"}[oneCall]
+			p := load(t, `{"scoreLabel": "s"}`, func(o *Options) { o.MaxInstances = 2 })
+			if !p.scoresNodes {
+				t.Fatal("the SDK's module does not export wasmsched_score_nodes")
+			}
+			p.scoresNodes = oneCall
+			nodes := batchNodes()
+			res, err := p.ScoreAll(ctx, NewCycle(mkPod("p"), nodes), nodes)
+			if err != nil || res.Bad >= 0 || !res.Status.IsSuccess() || res.Normalized != oneCall || len(res.Values) != len(nodes) {
+				t.Fatalf("ScoreAll: %+v %v", res, err)
+			}
+			for i, v := range res.Values {
+				if v != int64(i) {
+					t.Fatalf("score of n%d = %d", i, v)
+				}
+			}
+
+			nodes[123] = mkNode("n123", map[string]string{"s": "x"})
+			res, err = p.ScoreAll(ctx, NewCycle(mkPod("p2"), nodes), nodes)
+			if err != nil || res.Bad != 123 || res.Status.Code != abiv1.Code_CODE_ERROR || !strings.Contains(res.Status.Reasons[0], `label s="x" is not an integer`) {
+				t.Fatalf("got %+v %v, want node 123 with the guest's error", res, err)
+			}
+
+			p2 := load(t, `{"at": "score", "how": "panic", "every": 50}`, func(o *Options) { o.MaxInstances = 2 })
+			p2.scoresNodes = oneCall
+			_, err = p2.ScoreAll(ctx, NewCycle(mkPod("p"), nodes), nodes)
+			var ce *engine.CallError
+			if !errors.As(err, &ce) || ce.Kind != engine.KindTrap || ce.Call != score {
+				t.Fatalf("got %v, want a trap in %s", err, score)
+			}
+		})
 	}
-	for i, v := range scores {
-		if v != int64(i) {
-			t.Fatalf("score of n%d = %d", i, v)
+}
+
+// TestScoreAllNormalizes: one wasmsched_score_nodes call gives the scores
+// that Score node by node and then NormalizeScore give; a NormalizeScore
+// that rejects is reported at index len(nodes).
+func TestScoreAllNormalizes(t *testing.T) {
+	p := load(t, `{"scoreLabel": "s", "normalize": true}`)
+	nodes := batchNodes()[:50]
+	for i := range nodes {
+		nodes[i] = mkNode(fmt.Sprintf("n%d", i), map[string]string{"s": fmt.Sprint((i * 37) % 50)})
+	}
+	c := NewCycle(mkPod("p"), nodes)
+	fused, err := p.ScoreAll(ctx, c, nodes)
+	if err != nil || fused.Bad >= 0 || !fused.Normalized {
+		t.Fatalf("ScoreAll: %+v %v", fused, err)
+	}
+	p.scoresNodes = false
+	raw, err := p.ScoreAll(ctx, c, nodes)
+	if err != nil || raw.Bad >= 0 || raw.Normalized {
+		t.Fatalf("ScoreAll node by node: %+v %v", raw, err)
+	}
+	scores := make([]NodeScore, len(nodes))
+	for i, ni := range nodes {
+		scores[i] = NodeScore{Name: ni.Node().Name, Score: raw.Values[i]}
+	}
+	if s, err := p.NormalizeScore(ctx, c, nodes, scores); err != nil || !s.IsSuccess() {
+		t.Fatalf("NormalizeScore: %+v %v", s, err)
+	}
+	for i := range nodes {
+		if fused.Values[i] != scores[i].Score {
+			t.Fatalf("node %d: one call %d, Score then NormalizeScore %d (raw %d)", i, fused.Values[i], scores[i].Score, raw.Values[i])
 		}
 	}
-
-	nodes[123] = mkNode("n123", map[string]string{"s": "x"})
-	_, bad, s, err = p.ScoreAll(ctx, NewCycle(mkPod("p2"), nodes), nodes)
-	if err != nil || bad != 123 || s.Code != abiv1.Code_CODE_ERROR || !strings.Contains(s.Reasons[0], `label s="x" is not an integer`) {
-		t.Fatalf("got bad=%d %+v %v, want node 123 with the guest's error", bad, s, err)
+	if fused.Values[0] != 0 || fused.Values[1] != 75 { // raw 0 and 37 of 0..49
+		t.Fatalf("scores %v, want min-max normalised", fused.Values[:2])
 	}
 
-	p2 := load(t, `{"at": "score", "how": "panic", "every": 50}`, func(o *Options) { o.MaxInstances = 2 })
-	_, _, _, err = p2.ScoreAll(ctx, NewCycle(mkPod("p"), nodes), nodes)
-	var ce *engine.CallError
-	if !errors.As(err, &ce) || ce.Kind != engine.KindTrap || ce.Call != "score" {
-		t.Fatalf("got %v, want a trap in score", err)
+	p = load(t, `{"scoreLabel": "s", "at": "normalize", "how": "wasi"}`)
+	res, err := p.ScoreAll(ctx, NewCycle(mkPod("p"), nodes), nodes)
+	if err != nil || res.Bad != len(nodes) || res.Status.Code != abiv1.Code_CODE_UNSCHEDULABLE || !strings.HasPrefix(res.Status.Reasons[0], "probe: wasi:") {
+		t.Fatalf("got %+v %v, want NormalizeScore's rejection at index %d", res, err, len(nodes))
 	}
 }
 

@@ -55,6 +55,8 @@ type Policy struct {
 
 	closing atomic.Bool
 	stats   counters
+	// scoresNodes: the module scores many nodes in one call.
+	scoresNodes bool
 }
 
 type counters struct {
@@ -111,6 +113,7 @@ func Load(ctx context.Context, opts Options) (*Policy, error) {
 		return nil, err
 	}
 	p.info = info
+	p.scoresNodes = first.in.ScoresNodes()
 	limit := opts.MaxInstances
 	if limit <= 0 {
 		limit = DefaultMaxInstances()

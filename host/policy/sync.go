@@ -123,15 +123,15 @@ func (p *Policy) sendSync(m *member, req []byte, hs []int32, gens []int64) error
 	return nil
 }
 
-// syncAll brings m's snapshot to exactly the cycle's nodes: changed nodes are
-// sent, vanished ones removed, in as few requests as the batch bound allows.
-func (p *Policy) syncAll(m *member, nodes []fwk.NodeInfo) error {
+// syncNodes makes sure m holds each of nodes at its generation, sending
+// the changed ones in as few requests as the batch bound allows, and
+// returns their handles in the order of nodes.
+func (p *Policy) syncNodes(m *member, nodes []fwk.NodeInfo) ([]int32, error) {
 	var (
 		req  []byte
 		hs   []int32
 		gens []int64
 	)
-	present := make(map[int32]bool, len(nodes))
 	flush := func() error {
 		if len(req) == 0 {
 			return nil
@@ -140,31 +140,49 @@ func (p *Policy) syncAll(m *member, nodes []fwk.NodeInfo) error {
 		req, hs, gens = req[:0], hs[:0], gens[:0]
 		return err
 	}
-	for _, ni := range nodes {
-		if ni.Node() == nil {
-			continue
+	handles := make([]int32, len(nodes))
+	for i, ni := range nodes {
+		if ni == nil || ni.Node() == nil {
+			return nil, &engine.CallError{Policy: p.name, Version: p.Version(), Call: "sync", Kind: engine.KindInvalid, Err: fmt.Errorf("node not found")}
 		}
 		h := p.handles.get(ni.Node().Name)
-		present[h] = true
+		handles[i] = h
 		if int(h) < len(m.gens) && m.gens[h] == ni.GetGeneration() {
 			continue
 		}
 		e := p.encode(h, ni)
 		if len(req)+len(e) > maxSyncBatch {
 			if err := flush(); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		req = append(req, e...)
 		hs = append(hs, h)
 		gens = append(gens, ni.GetGeneration())
 	}
-	if err := flush(); err != nil {
+	return handles, flush()
+}
+
+// syncAll brings m's snapshot to exactly the cycle's nodes: changed nodes are
+// sent, vanished ones removed, in as few requests as the batch bound allows.
+func (p *Policy) syncAll(m *member, nodes []fwk.NodeInfo) error {
+	present := make([]fwk.NodeInfo, 0, len(nodes))
+	for _, ni := range nodes {
+		if ni.Node() != nil {
+			present = append(present, ni)
+		}
+	}
+	handles, err := p.syncNodes(m, present)
+	if err != nil {
 		return err
+	}
+	keep := make(map[int32]bool, len(handles))
+	for _, h := range handles {
+		keep[h] = true
 	}
 	var removed abiv1.NodeSync
 	for h, g := range m.gens {
-		if g != 0 && !present[int32(h)] {
+		if g != 0 && !keep[int32(h)] {
 			removed.Removed = append(removed.Removed, int32(h))
 		}
 	}
