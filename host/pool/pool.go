@@ -121,10 +121,15 @@ func (p *Pool[T]) Put(t T, broken bool) {
 		return
 	}
 	if len(p.waiters) > 0 {
-		ch := p.waiters[0]
+		// Handed over under the lock (the channel has room for it): a
+		// waiter giving up takes the lock before it looks into its
+		// channel, so it either finds the object there and puts it back,
+		// or has left the queue before anyone picked it. Sent after the
+		// unlock, an object could arrive after the waiter had looked and
+		// left, and be lost for good.
+		p.waiters[0] <- t
 		p.waiters = p.waiters[1:]
 		p.mu.Unlock()
-		ch <- t
 		return
 	}
 	p.idle = append(p.idle, t)

@@ -160,3 +160,44 @@ func TestConcurrentNeverShares(t *testing.T) {
 		t.Fatalf("size %d exceeds max", p.Size())
 	}
 }
+
+// Callers that give up waiting (the scheduler cancels the Filter calls
+// still queued once it has enough nodes) must never lose an object: one
+// handed to a waiter as it gives up goes back to the pool. A lost object
+// still counts toward Max, so the pool would shrink until every caller
+// waits forever.
+func TestCancelledWaitersLoseNothing(t *testing.T) {
+	p, created, _ := newCounting(2)
+	var wg sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 3000; i++ {
+				ctx, cancel := context.WithCancel(context.Background())
+				if (g+i)%3 == 0 {
+					cancel() // some give up at once, some while queued
+				} else {
+					go cancel()
+				}
+				o, err := p.Get(ctx)
+				cancel()
+				if err != nil {
+					continue
+				}
+				p.Put(o, false)
+			}
+		}()
+	}
+	wg.Wait()
+	if idle := len(p.Idle()); idle != p.Size() || created.Load() != 2 {
+		t.Fatalf("%d idle of %d objects (%d created): objects were lost", idle, p.Size(), created.Load())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for range 2 {
+		if _, err := p.Get(ctx); err != nil {
+			t.Fatalf("Get after the storm: %v", err)
+		}
+	}
+}
