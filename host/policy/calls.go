@@ -125,7 +125,7 @@ func (p *Policy) Filter(ctx context.Context, c *Cycle, ni fwk.NodeInfo) (Status,
 // ready prepares the cycle on m and syncs the node, returning its handle.
 func (p *Policy) ready(m *member, c *Cycle, ni fwk.NodeInfo) (int32, error) {
 	if ni == nil || ni.Node() == nil {
-		return 0, &engine.CallError{Policy: p.name, Version: p.Version(), Call: "sync", Kind: engine.KindInvalid, Err: fmt.Errorf("node not found")}
+		return 0, p.nodeNotFound()
 	}
 	if err := p.prepare(m, c); err != nil {
 		return 0, err

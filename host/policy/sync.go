@@ -94,9 +94,19 @@ func appendVarint(b []byte, v uint64) []byte {
 // maxSyncBatch bounds one NodeSync request.
 const maxSyncBatch = 4 << 20
 
+// holds reports whether m holds ni, under handle h, at its generation.
+func (m *member) holds(h int32, ni fwk.NodeInfo) bool {
+	return int(h) < len(m.gens) && m.gens[h] == ni.GetGeneration()
+}
+
+// nodeNotFound is the error for a call about a node the snapshot lacks.
+func (p *Policy) nodeNotFound() error {
+	return &engine.CallError{Policy: p.name, Version: p.Version(), Call: "sync", Kind: engine.KindInvalid, Err: fmt.Errorf("node not found")}
+}
+
 // syncNode makes sure m holds exactly ni (by generation) under handle h.
 func (p *Policy) syncNode(m *member, h int32, ni fwk.NodeInfo) error {
-	if int(h) < len(m.gens) && m.gens[h] == ni.GetGeneration() {
+	if m.holds(h, ni) {
 		return nil
 	}
 	return p.sendSync(m, p.encode(h, ni), []int32{h}, []int64{ni.GetGeneration()})
@@ -143,11 +153,11 @@ func (p *Policy) syncNodes(m *member, nodes []fwk.NodeInfo) ([]int32, error) {
 	handles := make([]int32, len(nodes))
 	for i, ni := range nodes {
 		if ni == nil || ni.Node() == nil {
-			return nil, &engine.CallError{Policy: p.name, Version: p.Version(), Call: "sync", Kind: engine.KindInvalid, Err: fmt.Errorf("node not found")}
+			return nil, p.nodeNotFound()
 		}
 		h := p.handles.get(ni.Node().Name)
 		handles[i] = h
-		if int(h) < len(m.gens) && m.gens[h] == ni.GetGeneration() {
+		if m.holds(h, ni) {
 			continue
 		}
 		e := p.encode(h, ni)

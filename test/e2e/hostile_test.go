@@ -106,9 +106,8 @@ var hostileCases = []hostileCase{
 // hostile=<name>.
 func hostilePolicy(t *testing.T, name, at, how, failurePolicy string, extra map[string]any) map[string]any {
 	settings := fmt.Sprintf(`{"at": %q, "how": %q, "when": "hostile=%s"}`, at, how, name)
-	a := policy{Name: name, Package: "test/guests/probe", Settings: settings, FailurePolicy: failurePolicy}.args(t)
 	// One instance: a call after a failure can only succeed on a fresh one.
-	a["maxInstances"] = 1
+	a := policy{Name: name, Package: "test/guests/probe", Settings: settings, FailurePolicy: failurePolicy, MaxInstances: 1}.args(t)
 	for k, v := range extra {
 		a[k] = v
 	}
