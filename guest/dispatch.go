@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"encoding/binary"
 	"time"
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
@@ -25,7 +26,10 @@ type instance struct {
 	ready  bool
 
 	nodes []*NodeInfo // resident snapshot, by handle
-	cycle *Cycle
+	// interned holds label keys and resource names shared by the nodes'
+	// indexes (see nodeIndex).
+	interned map[string]string
+	cycle    *Cycle
 
 	in  []byte // the host writes requests here (see buffer)
 	out []byte // the marshalled result of the last call
@@ -169,7 +173,7 @@ func (in *instance) sync(n uint32) uint32 {
 			copy(grown, in.nodes)
 			in.nodes = grown
 		}
-		in.nodes[h] = &NodeInfo{ni}
+		in.nodes[h] = in.newNodeInfo(ni)
 	}
 	in.pending = nil
 	return uint32(Success)
@@ -314,8 +318,7 @@ func (in *instance) scoreNodes(n uint32) (Code, uint32) {
 	}
 	scores := in.nodeScores[:n]
 	for i := range scores {
-		b := in.in[4*i:]
-		h := uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+		h := binary.LittleEndian.Uint32(in.in[4*i:])
 		node := in.node(h)
 		if node == nil {
 			return Code(in.unknownNode(h)), uint32(i)
@@ -325,11 +328,15 @@ func (in *instance) scoreNodes(n uint32) (Code, uint32) {
 			continue
 		}
 		v, s := p.Score(in.cycle, node)
-		if s.Code == Success && (v < -1<<31 || v > 1<<31-1) {
-			s = Errorf("score %d does not fit in an int32", v)
-		}
-		if code := in.status(s); code != uint32(Success) {
-			return Code(code), uint32(i)
+		// The common case, a plain success in range, without a call: calls
+		// are dear in Go compiled to WebAssembly, and this runs per node.
+		if s.Code != Success || len(s.Reasons) > 0 || v < -1<<31 || v > 1<<31-1 {
+			if s.Code == Success && len(s.Reasons) == 0 {
+				s = Errorf("score %d does not fit in an int32", v)
+			}
+			if code := in.status(s); code != uint32(Success) {
+				return Code(code), uint32(i)
+			}
 		}
 		scores[i].Score = v
 	}
@@ -343,10 +350,7 @@ func (in *instance) scoreNodes(n uint32) (Code, uint32) {
 	}
 	in.scores = in.scores[:8*n]
 	for i, sc := range scores {
-		v := uint64(sc.Score)
-		for k := range 8 {
-			in.scores[8*i+k] = byte(v >> (8 * k))
-		}
+		binary.LittleEndian.PutUint64(in.scores[8*i:], uint64(sc.Score))
 		scores[i] = NodeScore{} // keep no node alive past the call
 	}
 	in.pending = nil

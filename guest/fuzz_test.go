@@ -1,8 +1,10 @@
 package guest
 
 import (
+	"fmt"
 	"testing"
 	"time"
+	"unsafe"
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 )
@@ -166,6 +168,11 @@ func FuzzDispatch(f *testing.F) {
 		}
 		expectCode(t, "sync", inst.sync(send(syncB, handle)))
 		expectResult(t, "sync")
+		for _, n := range inst.nodes {
+			if n != nil {
+				checkIndex(t, n)
+			}
+		}
 		expectCode(t, "cycle", inst.startCycle(send(cycleB, 0)))
 		expectResult(t, "cycle")
 		expectCode(t, "filter", uint32(inst.filter(handle)>>32))
@@ -201,5 +208,108 @@ func expectResult(t *testing.T, call string) {
 	var r abiv1.Result
 	if err := r.UnmarshalVT(inst.marshalResult()); err != nil {
 		t.Fatalf("%s: undecodable Result: %v", call, err)
+	}
+}
+
+// checkIndex checks that a synced node's index answers what reading its
+// message does, for every resource and label it has and for absent ones.
+// Names listed twice (never sent by the host) are skipped: which copy wins
+// is not specified.
+func checkIndex(t *testing.T, n *NodeInfo) {
+	t.Helper()
+	raw := &NodeInfo{NodeInfo: n.NodeInfo}
+	count := map[string]int{}
+	for _, r := range []*abiv1.Resources{n.GetNode().GetAllocatable(), n.GetRequested()} {
+		seen := map[string]bool{}
+		for _, s := range r.GetScalars() {
+			if !seen[s.GetName()] {
+				seen[s.GetName()] = true
+			} else {
+				count[s.GetName()] = 2 // listed twice in one list
+			}
+		}
+	}
+	names := []string{ResourceCPU, ResourceMemory, ResourceEphemeralStorage, ResourcePods, "absent.example/x", ""}
+	for _, r := range []*abiv1.Resources{n.GetNode().GetAllocatable(), n.GetRequested()} {
+		for _, s := range r.GetScalars() {
+			names = append(names, s.GetName())
+		}
+	}
+	for _, name := range names {
+		if count[name] > 1 || !n.index.built {
+			continue
+		}
+		if got, want := n.Allocatable(name), raw.Allocatable(name); got != want {
+			t.Fatalf("node %q: Allocatable(%q) = %d from the index, %d from the message", n.Name(), name, got, want)
+		}
+		if got, want := n.Requested(name), raw.Requested(name); got != want {
+			t.Fatalf("node %q: Requested(%q) = %d from the index, %d from the message", n.Name(), name, got, want)
+		}
+		if got, want := n.Free(name), raw.Free(name); got != want {
+			t.Fatalf("node %q: Free(%q) = %d from the index, %d from the message", n.Name(), name, got, want)
+		}
+	}
+	keys := map[string]int{}
+	for _, kv := range n.GetNode().GetLabels() {
+		keys[kv.GetKey()]++
+	}
+	keys["absent.example/key"] += 0
+	for key, c := range keys {
+		if c > 1 {
+			continue
+		}
+		gv, gok := n.Label(key)
+		wv, wok := raw.Label(key)
+		if gv != wv || gok != wok {
+			t.Fatalf("node %q: Label(%q) = %q, %v from the index, %q, %v from the message", n.Name(), key, gv, gok, wv, wok)
+		}
+	}
+}
+
+// TestNodeIndex checks the index of a synced node against its message: a
+// scalar only requested, labels out of order, absent names; and that label
+// keys are shared between nodes up to the bound.
+func TestNodeIndex(t *testing.T) {
+	inst = &instance{policy: &Policy{Name: "t"}}
+	defer func() { inst = &instance{} }()
+	kv := func(k, v string) *abiv1.KeyValue { return &abiv1.KeyValue{Key: k, Value: v} }
+	msg := &abiv1.NodeInfo{Handle: 0, Generation: 1,
+		Node: &abiv1.Node{Name: "n", Labels: []*abiv1.KeyValue{kv("zone", "b"), kv("a", "1"), kv(LabelZone, "eu-1a")},
+			Allocatable: &abiv1.Resources{MilliCpu: 4000, Memory: 8 << 30, EphemeralStorage: 100, Pods: 110,
+				Scalars: []*abiv1.Scalar{{Name: "nvidia.com/gpu", Value: 8}, {Name: "example.com/dongle", Value: 2}}}},
+		Requested: &abiv1.Resources{MilliCpu: 1500, Memory: 1 << 30, Pods: 3,
+			Scalars: []*abiv1.Scalar{{Name: "hugepages-2Mi", Value: 4 << 20}, {Name: "nvidia.com/gpu", Value: 3}}}}
+	n := inst.newNodeInfo(msg)
+	checkIndex(t, n)
+	for _, c := range []struct {
+		name       string
+		alloc, req int64
+	}{
+		{ResourceCPU, 4000, 1500}, {ResourceMemory, 8 << 30, 1 << 30}, {ResourceEphemeralStorage, 100, 0}, {ResourcePods, 110, 3},
+		{"nvidia.com/gpu", 8, 3}, {"example.com/dongle", 2, 0}, {"hugepages-2Mi", 0, 4 << 20}, {"absent", 0, 0},
+	} {
+		if a, r := n.Allocatable(c.name), n.Requested(c.name); a != c.alloc || r != c.req {
+			t.Errorf("%s: allocatable %d, requested %d; want %d, %d", c.name, a, r, c.alloc, c.req)
+		}
+	}
+	if v, ok := n.Label("zone"); !ok || v != "b" {
+		t.Errorf(`Label("zone") = %q, %v`, v, ok)
+	}
+	if n.Zone() != "eu-1a" {
+		t.Errorf("Zone() = %q", n.Zone())
+	}
+	if _, ok := n.Label("b"); ok {
+		t.Error(`Label("b") found a label that is not there`)
+	}
+	// A second node shares the first one's label keys.
+	m := inst.newNodeInfo(&abiv1.NodeInfo{Handle: 1, Node: &abiv1.Node{Name: "m", Labels: []*abiv1.KeyValue{kv("zone", "c")}}})
+	if unsafe.StringData(m.index.labels[0].key) != unsafe.StringData(n.index.labels[len(n.index.labels)-1].key) {
+		t.Error("the label key zone is not shared between nodes")
+	}
+	for i := range maxInterned + 10 {
+		inst.intern(fmt.Sprint("key-", i))
+	}
+	if len(inst.interned) != maxInterned {
+		t.Errorf("%d strings interned, bound %d", len(inst.interned), maxInterned)
 	}
 }

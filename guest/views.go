@@ -149,14 +149,19 @@ func Tolerates(tol *abiv1.Toleration, t *abiv1.Taint) bool {
 
 // NodeInfo is a node as the scheduler knows it: the object, the resources
 // requested by the pods on it (assumed pods included), and, for policies
-// that set Policy.WantsPods, those pods.
-type NodeInfo struct{ *abiv1.NodeInfo }
+// that set Policy.WantsPods, those pods. It is read-only: the methods of a
+// node the host sent read a copy of its resources and labels taken when it
+// arrived. A NodeInfo built by hand (in a test) is read directly.
+type NodeInfo struct {
+	*abiv1.NodeInfo
+	index nodeIndex
+}
 
 // Name returns the node's name.
 func (n *NodeInfo) Name() string { return n.GetNode().GetName() }
 
 // Label returns the value of a node label and whether it is set.
-func (n *NodeInfo) Label(key string) (string, bool) { return Lookup(n.GetNode().GetLabels(), key) }
+func (n *NodeInfo) Label(key string) (string, bool) { return n.label(key) }
 
 // Annotation returns the value of a node annotation and whether it is set.
 func (n *NodeInfo) Annotation(key string) (string, bool) {
@@ -171,16 +176,23 @@ func (n *NodeInfo) Zone() string {
 
 // Allocatable returns the node's allocatable amount of a resource.
 func (n *NodeInfo) Allocatable(name string) int64 {
-	return Quantity(n.GetNode().GetAllocatable(), name)
+	alloc, _ := n.amounts(name)
+	return alloc
 }
 
 // Requested returns the amount of a resource requested by the pods on the
 // node, assumed pods included.
-func (n *NodeInfo) Requested(name string) int64 { return Quantity(n.GetRequested(), name) }
+func (n *NodeInfo) Requested(name string) int64 {
+	_, req := n.amounts(name)
+	return req
+}
 
 // Free returns allocatable minus requested for a resource. It can be
 // negative when a node shrank under its pods.
-func (n *NodeInfo) Free(name string) int64 { return n.Allocatable(name) - n.Requested(name) }
+func (n *NodeInfo) Free(name string) int64 {
+	alloc, req := n.amounts(name)
+	return alloc - req
+}
 
 // Taints returns the node's taints.
 func (n *NodeInfo) Taints() []*abiv1.Taint { return n.GetNode().GetTaints() }
@@ -191,9 +203,8 @@ func (n *NodeInfo) Pods() []*abiv1.PodSummary { return n.GetPods() }
 // MatchesNodeSelector reports whether the node satisfies the pod's
 // nodeSelector and required node affinity, as the NodeAffinity plugin does.
 func (n *NodeInfo) MatchesNodeSelector(p *Pod) bool {
-	labels := n.GetNode().GetLabels()
 	for _, kv := range p.GetNodeSelector() {
-		if lv, ok := Lookup(labels, kv.Key); !ok || lv != kv.Value {
+		if lv, ok := n.label(kv.Key); !ok || lv != kv.Value {
 			return false
 		}
 	}

@@ -124,6 +124,8 @@ type Module struct {
 	mu     sync.Mutex
 	closed bool
 	live   map[*Instance]struct{}
+
+	guest [numExports]guestTime
 }
 
 // Digest returns the sha256 of the module bytes as given, in hex.

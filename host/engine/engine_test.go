@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -130,6 +131,20 @@ func TestGoodGuest(t *testing.T) {
 	}
 	if in.Broken() || m.Instances() != 1 {
 		t.Fatalf("Broken = %v, Instances = %d", in.Broken(), m.Instances())
+	}
+	// Every call into an export is counted once, under the export's name.
+	calls := map[string]int64{}
+	for _, g := range m.GuestTime() {
+		if g.Calls <= 0 || g.Time <= 0 {
+			t.Errorf("GuestTime %s: %d calls, %v", g.Export, g.Calls, g.Time)
+		}
+		calls[g.Export] = g.Calls
+	}
+	want := map[string]int64{"abi_version": 1, "init": 1, "sync": 1, "cycle": 1, "filter": 2, "score": 1, "call": 1,
+		"buffer": 4, // init, sync, cycle and call write a request
+		"result": 3} // init's PolicyInfo and the two Results
+	if !maps.Equal(calls, want) {
+		t.Errorf("GuestTime calls = %v, want %v", calls, want)
 	}
 	in.Close(context.Background())
 	if n := m.Instances(); n != 0 {

@@ -60,10 +60,10 @@ type Instance struct {
 	ctx    context.Context // carries the instance to the yield host function
 	stderr *tail
 
-	abiVersion, buffer, result, initFn, syncFn, cycle, filter, score, call api.Function
-	// scoreNodes is the optional wasmsched_score_nodes; nil when absent.
-	scoreNodes api.Function
-	stack      [2]uint64
+	// fns are the module's exports by kind; optional ones (_initialize,
+	// wasmsched_score_nodes) are nil when absent.
+	fns   [numExports]api.Function
+	stack [2]uint64
 
 	deadline atomic.Int64 // watchdog tick at which the current call expires; 0 when idle
 	expired  atomic.Bool  // the watchdog interrupted (or tried to interrupt) a call
@@ -103,17 +103,8 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 	}
 	in.mod = mod
 	in.mem = mod.Memory()
-	for _, f := range []struct {
-		dst  *api.Function
-		name string
-	}{
-		{&in.abiVersion, "wasmsched_abi_version"}, {&in.buffer, "wasmsched_buffer"},
-		{&in.result, "wasmsched_result"}, {&in.initFn, "wasmsched_init"},
-		{&in.syncFn, "wasmsched_sync"}, {&in.cycle, "wasmsched_cycle"},
-		{&in.filter, "wasmsched_filter"}, {&in.score, "wasmsched_score"},
-		{&in.call, "wasmsched_call"}, {&in.scoreNodes, "wasmsched_score_nodes"},
-	} {
-		*f.dst = mod.ExportedFunction(f.name)
+	for x, name := range exportNames {
+		in.fns[x] = mod.ExportedFunction(name)
 	}
 	m.mu.Lock()
 	if m.closed {
@@ -126,12 +117,12 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 	m.mu.Unlock()
 
 	if m.reactor {
-		if _, err := in.invoke("_initialize", mod.ExportedFunction("_initialize"), m.cfg.InitTimeout); err != nil {
+		if _, err := in.invoke("_initialize", exportInitialize, m.cfg.InitTimeout); err != nil {
 			in.Close(ctx)
 			return nil, err
 		}
 	}
-	v, err := in.invoke("abi_version", in.abiVersion, m.cfg.InitTimeout)
+	v, err := in.invoke("abi_version", exportABIVersion, m.cfg.InitTimeout)
 	if err != nil {
 		in.Close(ctx)
 		return nil, err
@@ -146,7 +137,7 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 // Ping makes the cheapest possible call (wasmsched_abi_version): a health
 // check, and the measure of the bare cost of crossing the boundary.
 func (in *Instance) Ping() error {
-	_, err := in.invoke("abi_version", in.abiVersion, in.m.cfg.CallTimeout)
+	_, err := in.invoke("abi_version", exportABIVersion, in.m.cfg.CallTimeout)
 	return err
 }
 
@@ -193,15 +184,18 @@ func yield(ctx context.Context, _ api.Module, stack []uint64) {
 	}
 }
 
-// invoke calls fn with the arguments in in.stack and returns the first
-// result, turning traps, deadlines and closed modules into *CallError.
-func (in *Instance) invoke(call string, fn api.Function, timeout time.Duration) (uint64, error) {
+// invoke calls export x with the arguments in in.stack and returns the
+// first result, turning traps, deadlines and closed modules into
+// *CallError. It adds the call's duration to the module's guest time.
+func (in *Instance) invoke(call string, x export, timeout time.Duration) (uint64, error) {
 	if in.broken || in.expired.Load() {
 		in.broken = true
 		return 0, in.m.errorf(call, KindBroken, errors.New("instance already failed"))
 	}
 	in.deadline.Store(deadline(timeout))
-	err := fn.CallWithStack(in.ctx, in.stack[:])
+	start := time.Now()
+	err := in.fns[x].CallWithStack(in.ctx, in.stack[:])
+	in.m.guest[x].add(time.Since(start))
 	in.deadline.Store(0)
 	if err != nil {
 		in.broken = true
@@ -234,7 +228,7 @@ func (in *Instance) write(call string, data []byte) (uint32, error) {
 		return 0, in.m.errorf(call, KindInvalid, fmt.Errorf("request of %d bytes exceeds %d", len(data), MaxMessage))
 	}
 	in.stack[0] = uint64(len(data))
-	ptr, err := in.invoke(call+": buffer", in.buffer, in.m.cfg.CallTimeout)
+	ptr, err := in.invoke(call+": buffer", exportBuffer, in.m.cfg.CallTimeout)
 	if err != nil {
 		return 0, err
 	}
@@ -280,7 +274,7 @@ func (in *Instance) Init(policyName string, settings []byte) (*abiv1.PolicyInfo,
 		return nil, err
 	}
 	in.stack[0] = uint64(n)
-	v, err := in.invoke("init", in.initFn, in.m.cfg.InitTimeout)
+	v, err := in.invoke("init", exportInit, in.m.cfg.InitTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +308,7 @@ func (in *Instance) Init(policyName string, settings []byte) (*abiv1.PolicyInfo,
 // readResult returns a view of the guest's detail for the last call. The
 // view is only valid until the next call.
 func (in *Instance) readResult(call string) ([]byte, error) {
-	v, err := in.invoke(call+": result", in.result, in.m.cfg.CallTimeout)
+	v, err := in.invoke(call+": result", exportResult, in.m.cfg.CallTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -355,13 +349,13 @@ func (in *Instance) Result(call string) (*abiv1.Result, error) {
 }
 
 // send writes a request and calls fn with its length.
-func (in *Instance) send(call string, fn api.Function, req []byte, timeout time.Duration) (abiv1.Code, error) {
+func (in *Instance) send(call string, x export, req []byte, timeout time.Duration) (abiv1.Code, error) {
 	n, err := in.write(call, req)
 	if err != nil {
 		return abiv1.Code_CODE_INVALID, err
 	}
 	in.stack[0] = uint64(n)
-	v, err := in.invoke(call, fn, timeout)
+	v, err := in.invoke(call, x, timeout)
 	if err != nil {
 		return abiv1.Code_CODE_INVALID, err
 	}
@@ -371,12 +365,12 @@ func (in *Instance) send(call string, fn api.Function, req []byte, timeout time.
 // Sync sends a marshalled NodeSync. A full sync of a large cluster is bulk
 // work proportional to the cluster, so it runs under the init deadline.
 func (in *Instance) Sync(req []byte) (abiv1.Code, error) {
-	return in.send("sync", in.syncFn, req, in.m.cfg.InitTimeout)
+	return in.send("sync", exportSync, req, in.m.cfg.InitTimeout)
 }
 
 // Cycle sends a marshalled CycleRequest; the code is PreFilter's.
 func (in *Instance) Cycle(req []byte) (abiv1.Code, error) {
-	return in.send("cycle", in.cycle, req, in.m.cfg.CallTimeout)
+	return in.send("cycle", exportCycle, req, in.m.cfg.CallTimeout)
 }
 
 // Call sends a marshalled request for one of the message-carrying points.
@@ -388,7 +382,7 @@ func (in *Instance) Call(point abiv1.Point, req []byte) (abiv1.Code, error) {
 	}
 	in.stack[0] = uint64(point)
 	in.stack[1] = uint64(n)
-	v, err := in.invoke(name, in.call, in.m.cfg.CallTimeout)
+	v, err := in.invoke(name, exportCall, in.m.cfg.CallTimeout)
 	if err != nil {
 		return abiv1.Code_CODE_INVALID, err
 	}
@@ -400,7 +394,7 @@ func (in *Instance) Call(point abiv1.Point, req []byte) (abiv1.Code, error) {
 // reasons are unchanged (see abi/README.md).
 func (in *Instance) Filter(h int32) (code abiv1.Code, seq uint32, err error) {
 	in.stack[0] = uint64(uint32(h))
-	v, err := in.invoke("filter", in.filter, in.m.cfg.CallTimeout)
+	v, err := in.invoke("filter", exportFilter, in.m.cfg.CallTimeout)
 	if err != nil {
 		return abiv1.Code_CODE_INVALID, 0, err
 	}
@@ -411,7 +405,7 @@ func (in *Instance) Filter(h int32) (code abiv1.Code, seq uint32, err error) {
 // Score runs Score on the resident node with handle h.
 func (in *Instance) Score(h int32) (int64, abiv1.Code, error) {
 	in.stack[0] = uint64(uint32(h))
-	v, err := in.invoke("score", in.score, in.m.cfg.CallTimeout)
+	v, err := in.invoke("score", exportScore, in.m.cfg.CallTimeout)
 	if err != nil {
 		return 0, abiv1.Code_CODE_INVALID, err
 	}
@@ -421,7 +415,7 @@ func (in *Instance) Score(h int32) (int64, abiv1.Code, error) {
 
 // ScoresNodes reports whether the module scores many nodes in one call
 // (it exports the optional wasmsched_score_nodes).
-func (in *Instance) ScoresNodes() bool { return in.scoreNodes != nil }
+func (in *Instance) ScoresNodes() bool { return in.fns[exportScoreNodes] != nil }
 
 // ScoreNodes runs Score on each resident node of hs and then NormalizeScore
 // over them, in one call, and returns the final scores, in the order of hs.
@@ -438,7 +432,7 @@ func (in *Instance) ScoreNodes(hs []int32) (scores []int64, code abiv1.Code, bad
 		return nil, abiv1.Code_CODE_INVALID, -1, err
 	}
 	in.stack[0] = uint64(len(hs))
-	v, err := in.invoke(call, in.scoreNodes, in.m.cfg.CallTimeout)
+	v, err := in.invoke(call, exportScoreNodes, in.m.cfg.CallTimeout)
 	if err != nil {
 		return nil, abiv1.Code_CODE_INVALID, -1, err
 	}

@@ -240,13 +240,38 @@ const stateKey fwk.StateKey = Name
 // versions, and what each policy decided along the way. Binding reads the
 // same state, so a pod is judged by one version of each policy throughout.
 type cycleState struct {
-	cycle    *policy.Cycle
-	entries  []*entry
-	scoreIdx map[string]int // node name -> index into entry.scores
+	cycle      *policy.Cycle
+	entries    []*entry
+	scoreOrder scoredNodes
 	// reserved is a private copy of the chosen node taken at Reserve, for
 	// the binding phase, which must not read the scheduler's snapshot (the
 	// next cycle rewrites it in place).
 	reserved fwk.NodeInfo
+}
+
+// scoredNodes are the names of the nodes PreScore was given, in order. The
+// framework passes Score one of them at a time and NormalizeScore all of
+// them, in the same order; index finds a node's position from its name.
+type scoredNodes struct {
+	names  []string
+	once   sync.Once
+	byName map[string]int // built on the first lookup that the order does not answer
+}
+
+// index returns the position of the named node among PreScore's nodes; k is
+// where it is expected (-1: anywhere).
+func (sn *scoredNodes) index(k int, name string) (int, bool) {
+	if k >= 0 && k < len(sn.names) && sn.names[k] == name {
+		return k, true
+	}
+	sn.once.Do(func() {
+		sn.byName = make(map[string]int, len(sn.names))
+		for i, n := range sn.names {
+			sn.byName[n] = i
+		}
+	})
+	i, ok := sn.byName[name]
+	return i, ok
 }
 
 type entry struct {
@@ -610,9 +635,9 @@ func (pl *Plugin) PreScore(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	if !any {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	st.scoreIdx = make(map[string]int, len(nodes))
+	st.scoreOrder.names = make([]string, len(nodes))
 	for i, ni := range nodes {
-		st.scoreIdx[ni.Node().Name] = i
+		st.scoreOrder.names[i] = ni.Node().Name
 	}
 	// Score every node in one batch; if that fails, Score calls the policy
 	// node by node and meets the failure there. The batch counts as one
@@ -650,13 +675,16 @@ func (pl *Plugin) Score(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, ni 
 	if err != nil {
 		return 0, fwk.AsStatus(err)
 	}
-	i, ok := st.scoreIdx[ni.Node().Name]
-	if !ok {
-		return 0, fwk.AsStatus(fmt.Errorf("%s: node %s was not passed to PreScore", Name, ni.Node().Name))
-	}
+	i := -1
 	for _, e := range st.entries {
 		if e.scores == nil || e.scored || !e.implements(abiv1.Point_POINT_SCORE) {
 			continue
+		}
+		if i < 0 {
+			var ok bool
+			if i, ok = st.scoreOrder.index(-1, ni.Node().Name); !ok {
+				return 0, fwk.AsStatus(fmt.Errorf("%s: node %s was not passed to PreScore", Name, ni.Node().Name))
+			}
 		}
 		type result struct {
 			v int64
@@ -695,16 +723,31 @@ func (pl *Plugin) NormalizeScore(ctx context.Context, cs fwk.CycleState, pod *v1
 	}
 	totals := make([]int64, len(scores))
 	var weights int64
+	// at[k] is the index into entry.scores of scores[k]'s node.
+	var at []int
 	for _, e := range st.entries {
 		if e.scores == nil || !e.implements(abiv1.Point_POINT_SCORE) {
 			continue
 		}
+		if at == nil {
+			at = make([]int, len(scores))
+			for k, ns := range scores {
+				i, ok := st.scoreOrder.index(k, ns.Name)
+				if !ok {
+					return fwk.AsStatus(fmt.Errorf("%s: node %s was not passed to PreScore", Name, ns.Name))
+				}
+				at[k] = i
+			}
+		}
 		// Scores normalised in PreScore's batch are final already.
 		normalize := e.version.Implements(abiv1.Point_POINT_NORMALIZE_SCORE) && !e.normalized
 		ps := make([]policy.NodeScore, len(scores))
-		infos := make([]fwk.NodeInfo, len(scores))
+		var infos []fwk.NodeInfo
+		if normalize {
+			infos = make([]fwk.NodeInfo, len(scores))
+		}
 		for k, ns := range scores {
-			ps[k] = policy.NodeScore{Name: ns.Name, Score: e.scores[st.scoreIdx[ns.Name]]}
+			ps[k] = policy.NodeScore{Name: ns.Name, Score: e.scores[at[k]]}
 			if normalize {
 				ni, err := pl.handle.SnapshotSharedLister().NodeInfos().Get(ns.Name)
 				if err != nil {

@@ -130,7 +130,7 @@ func (p *Policy) ready(m *member, c *Cycle, ni fwk.NodeInfo) (int32, error) {
 	if err := p.prepare(m, c); err != nil {
 		return 0, err
 	}
-	h := p.handles.get(ni.Node().Name)
+	h := m.handle(&p.handles, ni.Node().Name)
 	return h, p.syncNode(m, h, ni)
 }
 
@@ -172,7 +172,7 @@ func (p *Policy) NormalizeScore(ctx context.Context, c *Cycle, nodes []fwk.NodeI
 		}
 		req := &abiv1.ScoreList{Scores: make([]*abiv1.NodeScore, len(scores))}
 		for i, sc := range scores {
-			h := p.handles.get(sc.Name)
+			h := m.handle(&p.handles, sc.Name)
 			if err := p.syncNode(m, h, nodes[i]); err != nil {
 				return err
 			}

@@ -63,16 +63,20 @@ type counters struct {
 	nodesSent, podsSent atomic.Int64
 }
 
-// Stats counts the data sent to instances since the version was loaded.
+// Stats counts the data sent to instances and the time spent in them since
+// the version was loaded.
 type Stats struct {
 	// NodesSent counts node records sent (one per node per instance that
 	// needed it); PodsSent counts cycle starts (pod installs).
 	NodesSent, PodsSent int64
+	// Guest is the time spent in each of the module's exports, over all
+	// instances.
+	Guest []engine.ExportTime
 }
 
 // Stats returns the counters.
 func (p *Policy) Stats() Stats {
-	return Stats{NodesSent: p.stats.nodesSent.Load(), PodsSent: p.stats.podsSent.Load()}
+	return Stats{NodesSent: p.stats.nodesSent.Load(), PodsSent: p.stats.podsSent.Load(), Guest: p.module.GuestTime()}
 }
 
 // member is a pool member: an instance and what the host knows it holds.
@@ -86,6 +90,7 @@ type member struct {
 	// The last Filter rejection fetched: its sequence number and status.
 	rejectSeq uint32
 	rejected  Status
+	handles   handleCache
 }
 
 // Load compiles and validates a policy version and starts its first
@@ -245,7 +250,7 @@ type handleTable struct {
 	mu    sync.Mutex
 	fresh map[string]int32 // names not yet in names
 	slow  int              // locked lookups since the last merge
-	next  int32
+	next  atomic.Int32     // written under mu
 }
 
 func (t *handleTable) get(name string) int32 {
@@ -256,8 +261,7 @@ func (t *handleTable) get(name string) int32 {
 	defer t.mu.Unlock()
 	h, ok := t.slowLocked(name)
 	if !ok {
-		h = t.next
-		t.next++
+		h = t.next.Add(1) - 1
 		if t.fresh == nil {
 			t.fresh = map[string]int32{}
 		}
@@ -265,6 +269,9 @@ func (t *handleTable) get(name string) int32 {
 	}
 	return h
 }
+
+// size returns the number of names with a handle.
+func (t *handleTable) size() int32 { return t.next.Load() }
 
 // lookup returns the handle of a node name that has one.
 func (t *handleTable) lookup(name string) (int32, bool) {

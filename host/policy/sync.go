@@ -155,7 +155,7 @@ func (p *Policy) syncNodes(m *member, nodes []fwk.NodeInfo) ([]int32, error) {
 		if ni == nil || ni.Node() == nil {
 			return nil, p.nodeNotFound()
 		}
-		h := p.handles.get(ni.Node().Name)
+		h := m.handle(&p.handles, ni.Node().Name)
 		handles[i] = h
 		if m.holds(h, ni) {
 			continue

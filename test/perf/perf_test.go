@@ -240,6 +240,14 @@ type extra struct {
 	// NodesSent and PodsSent are the host's sync counters.
 	NodesSent int64 `json:"nodesSent,omitempty"`
 	PodsSent  int64 `json:"podsSent,omitempty"`
+	// Guest is the time spent in each export of the module, summed over
+	// policies: calls and milliseconds.
+	Guest map[string]exportTime `json:"guest,omitempty"`
+}
+
+type exportTime struct {
+	Calls int64   `json:"calls"`
+	Ms    float64 `json:"ms"`
 }
 
 // BenchmarkPerfScheduling runs the workloads under every profile. Select
@@ -295,6 +303,15 @@ func BenchmarkPerfScheduling(b *testing.B) {
 					st := p.Stats()
 					x.NodesSent += st.NodesSent
 					x.PodsSent += st.PodsSent
+					for _, g := range st.Guest {
+						if x.Guest == nil {
+							x.Guest = map[string]exportTime{}
+						}
+						t := x.Guest[g.Export]
+						t.Calls += g.Calls
+						t.Ms += float64(g.Time.Microseconds()) / 1000
+						x.Guest[g.Export] = t
+					}
 				}
 			}
 			plugins = nil

@@ -36,6 +36,25 @@ type extra struct {
 	GuestMemory int64 `json:"guestMemory"`
 	NodesSent   int64 `json:"nodesSent"`
 	PodsSent    int64 `json:"podsSent"`
+	Guest       map[string]struct {
+		Calls int64   `json:"calls"`
+		Ms    float64 `json:"ms"`
+	} `json:"guest"`
+}
+
+// guestTime lists the time spent in each export, most first:
+// "score_nodes 6012 calls 3.61 s, ...".
+func (x extra) guestTime() string {
+	names := make([]string, 0, len(x.Guest))
+	for name := range x.Guest {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool { return x.Guest[names[i]].Ms > x.Guest[names[j]].Ms })
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = fmt.Sprintf("%s %d calls %.2f s", name, x.Guest[name].Calls, x.Guest[name].Ms/1000)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // row is one workload under one profile: the mean over its runs (rounds).
@@ -255,6 +274,9 @@ func printMarkdown(w io.Writer, rows []*row) {
 			if r := by[name][p]; r != nil && r.extra.Instances > 0 {
 				fmt.Fprintf(w, "\n%s: %d instances at the end, %.0f MiB of guest linear memory in all; %d node records and %d pods sent.\n",
 					p, r.extra.Instances, mib(r.extra.GuestMemory), r.extra.NodesSent, r.extra.PodsSent)
+				if len(r.extra.Guest) > 0 {
+					fmt.Fprintf(w, "Time in the guest's exports (last run): %s.\n", r.extra.guestTime())
+				}
 			}
 		}
 		fmt.Fprintln(w)
