@@ -81,5 +81,6 @@ func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(callsTotal, errorsTotal, skipsTotal, callDuration, activeVersion, instancesGauge,
 			reloadsTotal, reloadDuration, shadowDisagreements, shadowComparisons)
+		legacyregistry.CustomMustRegister(guestTime)
 	})
 }

@@ -134,6 +134,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		slot.status = SlotStatus{Policy: pa.Name, Mode: pa.Mode}
 		pl.slots = append(pl.slots, slot)
 		pl.status.add(slot)
+		guestTime.add(slot)
 		if err := slot.start(runCtx, logger, newSource(pa, h, args.Namespace)); err != nil {
 			cancel()
 			retireAll(pl.slots)

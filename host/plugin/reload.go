@@ -230,9 +230,11 @@ func (s *Slot) changed() {
 	}
 }
 
-// retireAll closes every slot's version (plugin shutdown).
+// retireAll closes every slot's version and stops reporting its metrics
+// (plugin shutdown).
 func retireAll(slots []*Slot) {
 	for _, s := range slots {
+		guestTime.remove(s)
 		if p := s.current.Swap(nil); p != nil {
 			_ = p.Close(context.Background())
 		}

@@ -40,6 +40,9 @@ func TestPlacementAndRejectionReasons(t *testing.T) {
 	// The plugin's metrics are on the scheduler's registry.
 	assertMetric(t, `wasmsched_policy_calls_total{point="filter",policy="nodepin",result="rejected"}`)
 	assertMetric(t, `wasmsched_policy_active_version{digest=`)
+	// Time inside the module, per export, for the version running now.
+	assertMetric(t, `wasmsched_policy_guest_calls_total{export="filter",policy="nodepin",version=`)
+	assertMetric(t, `wasmsched_policy_guest_seconds_total{export="cycle",policy="nodepin",version=`)
 }
 
 // startClusterSecond restarts the scheduler of c with other policies.
