@@ -145,19 +145,14 @@ fuzz-long:
 PERF_OUT   ?= $(BIN)/perf
 PERF_FLAGS ?=
 bench: $(TOOLS)/etcd
-	$(MAKE) --no-print-directory perf PERF_SET=quick PERF_TIMEOUT=60m PERF_ROUNDS=$(or $(ROUNDS),2)
+	$(MAKE) --no-print-directory perf PERF_SET=quick PERF_WORKLOADS=gpu PERF_TIMEOUT=30m PERF_ROUNDS=$(or $(ROUNDS),2)
 
 bench-full: $(TOOLS)/etcd
-	$(MAKE) --no-print-directory perf PERF_SET=full PERF_FILTER=full,-slow PERF_TIMEOUT=180m PERF_ROUNDS=$(or $(ROUNDS),1)
+	$(MAKE) --no-print-directory perf PERF_SET=full PERF_FILTER=full,-slow PERF_TIMEOUT=60m PERF_ROUNDS=$(or $(ROUNDS),1)
 
 perf:
-	@rm -rf $(PERF_OUT)/$(PERF_SET) && mkdir -p $(PERF_OUT)/$(PERF_SET)
-	@echo "scheduler_perf ($(PERF_SET)): log in $(PERF_OUT)/$(PERF_SET)/bench.log"
-	@cd test/perf && PATH="$(TOOLS):$$PATH" $(GO) test -run '^$$' -bench BenchmarkPerfScheduling -benchtime 1x \
-	  -timeout $(PERF_TIMEOUT) . -args -perf-scheduling-label-filter=$(or $(PERF_FILTER),$(PERF_SET)) -rounds $(PERF_ROUNDS) \
-	  -data-items-dir $(PERF_OUT)/$(PERF_SET) $(PERF_FLAGS) > $(PERF_OUT)/$(PERF_SET)/bench.log 2>&1 || \
-	  { grep -E -- '^(--- FAIL|FAIL|panic)|Error running|perf_test.go:' $(PERF_OUT)/$(PERF_SET)/bench.log | head -40; exit 1; }
-	@$(GO) run ./test/perf/report $(PERF_OUT)/$(PERF_SET)
+	@PATH="$(TOOLS):$$PATH" GO="$(GO)" WORKLOADS="$(or $(PERF_WORKLOADS),gpu basic)" test/perf/run.sh $(PERF_OUT)/$(PERF_SET) \
+	  $(or $(PERF_FILTER),$(PERF_SET)) $(PERF_ROUNDS) $(PERF_TIMEOUT) $(PERF_FLAGS)
 
 ## etcd for scheduler_perf, built from the module's tool directive
 $(TOOLS)/etcd: go.mod

@@ -35,6 +35,7 @@ type extra struct {
 	Instances   int   `json:"instances"`
 	GuestMemory int64 `json:"guestMemory"`
 	NodesSent   int64 `json:"nodesSent"`
+	UsageSent   int64 `json:"usageSent"`
 	PodsSent    int64 `json:"podsSent"`
 	Guest       map[string]struct {
 		Calls int64   `json:"calls"`
@@ -98,32 +99,66 @@ func main() {
 	}
 }
 
+// load reads the results in dir: scheduler_perf's files and extra.json of
+// one process, or, as test/perf/run.sh leaves them, one subdirectory per
+// process (each run of a workload under a profile).
 func load(dir string) ([]*row, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "BenchmarkPerfScheduling_benchmark_wasmsched_*.json"))
+	c := &collector{byKey: map[string]*row{}, runs: map[string]*run{}}
+	found, err := c.add(dir, "")
 	if err != nil {
 		return nil, err
 	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("%s holds no BenchmarkPerfScheduling_benchmark_wasmsched_*.json: did the benchmark run with -data-items-dir=%s?", dir, dir)
+	if !found {
+		subdirs, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range subdirs {
+			if !d.IsDir() {
+				continue
+			}
+			ok, err := c.add(filepath.Join(dir, d.Name()), d.Name()+"/")
+			if err != nil {
+				return nil, err
+			}
+			found = found || ok
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("%s holds no BenchmarkPerfScheduling_benchmark_wasmsched_*.json, nor do its subdirectories: did the benchmark run with -data-items-dir=%s?", dir, dir)
+	}
+	return c.rows(), nil
+}
+
+// collector gathers runs into rows, one row per workload and profile.
+type collector struct {
+	byKey  map[string]*row
+	runs   map[string]*run
+	sorted []*row
+}
+
+// add reads the results of one process in dir, if it holds any; prefix
+// tells its runs from other processes' runs of the same name.
+func (c *collector) add(dir, prefix string) (bool, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "BenchmarkPerfScheduling_benchmark_wasmsched_*.json"))
+	if err != nil || len(files) == 0 {
+		return false, err
 	}
 	sort.Strings(files) // the name ends with the date and time
 	data, err := os.ReadFile(files[len(files)-1])
 	if err != nil {
-		return nil, err
+		return false, err
 	}
 	var items dataItems
 	if err := json.Unmarshal(data, &items); err != nil {
-		return nil, fmt.Errorf("%s: %w", files[len(files)-1], err)
+		return false, fmt.Errorf("%s: %w", files[len(files)-1], err)
 	}
 	extras := map[string]extra{}
 	if data, err := os.ReadFile(filepath.Join(dir, "extra.json")); err == nil {
 		if err := json.Unmarshal(data, &extras); err != nil {
-			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "extra.json"), err)
+			return false, fmt.Errorf("%s: %w", filepath.Join(dir, "extra.json"), err)
 		}
 	}
-	byKey := map[string]*row{}
-	runs := map[string]*run{}
-	var rows []*row
 	for _, it := range items.DataItems {
 		// Name is BenchmarkPerfScheduling/<Workload>_<profile>[_<round>]/<size>/<namespace>.
 		parts := strings.Split(it.Labels["Name"], "/")
@@ -136,17 +171,17 @@ func load(dir string) ([]*row, error) {
 		}
 		prof, _, _ := strings.Cut(rest, "_")
 		key := group + "/" + parts[2] + "/" + prof
-		r := byKey[key]
+		r := c.byKey[key]
 		if r == nil {
 			r = &row{workload: group + " " + parts[2], profile: prof}
-			byKey[key] = r
-			rows = append(rows, r)
+			c.byKey[key] = r
+			c.sorted = append(c.sorted, r)
 		}
 		runKey := parts[1] + "/" + parts[2]
-		rn := runs[runKey]
+		rn := c.runs[prefix+runKey]
 		if rn == nil {
 			rn = &run{extra: extras[parts[0]+"/"+runKey]}
-			runs[runKey] = rn
+			c.runs[prefix+runKey] = rn
 			r.runs = append(r.runs, rn)
 		}
 		switch it.Labels["Metric"] {
@@ -158,6 +193,13 @@ func load(dir string) ([]*row, error) {
 			}
 		}
 	}
+	return true, nil
+}
+
+// rows averages the runs of each row and sorts the rows by workload and
+// profile.
+func (c *collector) rows() []*row {
+	rows := c.sorted
 	for _, r := range rows {
 		r.throughput = mean(r.runs, func(rn *run) map[string]float64 { return rn.throughput })
 		r.attempt = mean(r.runs, func(rn *run) map[string]float64 { return rn.attempt })
@@ -176,7 +218,7 @@ func load(dir string) ([]*row, error) {
 		}
 		return slices.Index(profileOrder, rows[i].profile) < slices.Index(profileOrder, rows[j].profile)
 	})
-	return rows, nil
+	return rows
 }
 
 // mean averages each value of the runs' data.
@@ -272,8 +314,8 @@ func printMarkdown(w io.Writer, rows []*row) {
 		}
 		for _, p := range profileOrder[2:] {
 			if r := by[name][p]; r != nil && r.extra.Instances > 0 {
-				fmt.Fprintf(w, "\n%s: %d instances at the end, %.0f MiB of guest linear memory in all; %d node records and %d pods sent.\n",
-					p, r.extra.Instances, mib(r.extra.GuestMemory), r.extra.NodesSent, r.extra.PodsSent)
+				fmt.Fprintf(w, "\n%s: %d instances at the end, %.0f MiB of guest linear memory in all; %d nodes sent whole, %d usage updates, %d pods sent.\n",
+					p, r.extra.Instances, mib(r.extra.GuestMemory), r.extra.NodesSent, r.extra.UsageSent, r.extra.PodsSent)
 				if len(r.extra.Guest) > 0 {
 					fmt.Fprintf(w, "Time in the guest's exports (last run): %s.\n", r.extra.guestTime())
 				}

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Runs test/perf's BenchmarkPerfScheduling with every run of a workload under
+# a profile in a process of its own, and prints the report.
+#
+#   run.sh OUT FILTER ROUNDS TIMEOUT [test binary flags...]
+#
+# OUT is the results directory (emptied first), FILTER the scheduler_perf
+# label filter every run shares (quick, full,-slow, ...), ROUNDS how many
+# runs of each workload and profile, TIMEOUT the -test.timeout of one run.
+# The environment can set WORKLOADS (default "gpu basic") and PROFILES
+# (default "default native wasm-go wasm-tinygo"); a profile the filter
+# excludes with -name is not started.
+#
+# Why a process per run: in one process, the runs after the first are
+# slower by up to a third (the earlier API servers' memory and goroutines
+# are still being collected), so whichever profile ran first looked faster.
+# Each round still alternates the order of the profiles.
+set -euo pipefail
+
+out=$1 filter=$2 rounds=$3 timeout=$4
+shift 4
+workloads=${WORKLOADS:-gpu basic}
+profiles=${PROFILES:-default native wasm-go wasm-tinygo}
+cd "$(dirname "$0")"
+root=$(cd ../.. && pwd)
+
+rm -rf "$out" && mkdir -p "$out"
+log=$out/bench.log
+: > "$log"
+echo "scheduler_perf ($filter): one process per run, log in $log"
+
+# Leave out the profiles the filter excludes.
+wanted=()
+for p in $profiles; do
+	case ",$filter," in *",-$p,"*) continue ;; esac
+	wanted+=("$p")
+done
+
+bin=$out/perf.test
+"${GO:-go}" test -c -o "$bin" . >> "$log" 2>&1 || { tail -20 "$log"; exit 1; }
+
+for w in $workloads; do
+	for ((r = 1; r <= rounds; r++)); do
+		order=("${wanted[@]}")
+		if ((r % 2 == 0)); then
+			order=()
+			for ((i = ${#wanted[@]} - 1; i >= 0; i--)); do order+=("${wanted[i]}"); done
+		fi
+		for p in "${order[@]}"; do
+			dir=$out/$w-$p-$r
+			mkdir -p "$dir"
+			echo "=== $w $p round $r" >> "$log"
+			"$bin" -test.run '^$' -test.bench BenchmarkPerfScheduling -test.benchtime 1x -test.timeout "$timeout" \
+				-perf-scheduling-label-filter="$filter,$w,$p" -rounds 1 -data-items-dir "$dir" "$@" >> "$log" 2>&1 || {
+				grep -E -- '^(--- FAIL|FAIL|panic)|Error running|perf_test.go:' "$log" | head -40
+				exit 1
+			}
+		done
+	done
+done
+rm -f "$bin"
+cd "$root" && "${GO:-go}" run ./test/perf/report "$out"
