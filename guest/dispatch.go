@@ -148,6 +148,7 @@ func (in *instance) init(n uint32) uint32 {
 	info.Points = in.policy.points()
 	info.WantsPods = in.policy.WantsPods
 	info.WantsAllNodes = in.policy.WantsAllNodes
+	info.AcceptsUsage = true
 	in.ready = true
 	return uint32(Success)
 }
@@ -174,6 +175,13 @@ func (in *instance) sync(n uint32) uint32 {
 			in.nodes = grown
 		}
 		in.nodes[h] = in.newNodeInfo(ni)
+	}
+	for _, u := range req.Usage {
+		h := u.Handle
+		if h < 0 || int(h) >= len(in.nodes) || in.nodes[h] == nil {
+			return in.fail(Error, "usage update for node handle "+itoa(int64(h))+", which was never synced")
+		}
+		in.nodes[h] = in.withUsage(in.nodes[h], u)
 	}
 	in.pending = nil
 	return uint32(Success)

@@ -143,6 +143,12 @@ func FuzzDispatch(f *testing.F) {
 	} {
 		f.Add(initReq, syncReq, cycleReq, tc.req, tc.point, uint32(3))
 	}
+	usageReq := marshal(f, &abiv1.NodeSync{Upserts: []*abiv1.NodeInfo{node(0, "a")}, Usage: []*abiv1.NodeUsage{
+		{Handle: 0, Generation: 8, PodCount: 2, Requested: &abiv1.Resources{MilliCpu: 300, Pods: 2, Scalars: []*abiv1.Scalar{{Name: "nvidia.com/gpu", Value: 1}, {Name: "example.com/new", Value: 1}}}},
+	}})
+	f.Add(initReq, usageReq, cycleReq, scores, uint32(abiv1.Point_POINT_NORMALIZE_SCORE), uint32(0))
+	usageUnknown := marshal(f, &abiv1.NodeSync{Usage: []*abiv1.NodeUsage{{Handle: 9, Generation: 2}}})
+	f.Add(initReq, usageUnknown, cycleReq, scores, uint32(abiv1.Point_POINT_NORMALIZE_SCORE), uint32(9))
 	f.Add([]byte{0x0a, 0xff}, []byte{0x0a, 0x80, 0x80, 0x80, 0x80, 0x10}, []byte{0x12, 0x00}, []byte{0xff}, uint32(6), uint32(1<<31))
 
 	f.Fuzz(func(t *testing.T, initB, syncB, cycleB, callB []byte, point, handle uint32) {
@@ -311,5 +317,62 @@ func TestNodeIndex(t *testing.T) {
 	}
 	if len(inst.interned) != maxInterned {
 		t.Errorf("%d strings interned, bound %d", len(inst.interned), maxInterned)
+	}
+}
+
+// TestUsageUpdate applies a NodeUsage to a synced node: the new view has the
+// new generation, requested amounts and pod count and the node's labels and
+// allocatable amounts; the old view, which a policy may hold, is unchanged;
+// a usage update for a node never synced fails the sync, naming the handle.
+func TestUsageUpdate(t *testing.T) {
+	inst = &instance{policy: &Policy{Name: "t"}}
+	defer func() { inst = &instance{} }()
+	kv := func(k, v string) *abiv1.KeyValue { return &abiv1.KeyValue{Key: k, Value: v} }
+	whole := &abiv1.NodeSync{Upserts: []*abiv1.NodeInfo{{Handle: 2, Generation: 5, PodCount: 1,
+		Node: &abiv1.Node{Name: "gpu-1", Labels: []*abiv1.KeyValue{kv(LabelZone, "eu-1a"), kv("gpu", "a100")},
+			Allocatable: &abiv1.Resources{MilliCpu: 8000, Memory: 64 << 30, Pods: 110,
+				Scalars: []*abiv1.Scalar{{Name: "example.com/dongle", Value: 1}, {Name: "nvidia.com/gpu", Value: 8}}}},
+		Requested: &abiv1.Resources{MilliCpu: 1000, Pods: 1, Scalars: []*abiv1.Scalar{{Name: "nvidia.com/gpu", Value: 2}}}}}}
+	sync := func(m *abiv1.NodeSync) uint32 {
+		b := marshal(t, m)
+		copy(inst.buffer(uint32(len(b))), b)
+		return inst.sync(uint32(len(b)))
+	}
+	if code := sync(whole); code != uint32(Success) {
+		t.Fatalf("whole sync answered %d", code)
+	}
+	old := inst.node(2)
+	usage := &abiv1.NodeSync{Usage: []*abiv1.NodeUsage{{Handle: 2, Generation: 6, PodCount: 3,
+		Requested: &abiv1.Resources{MilliCpu: 2500, Memory: 1 << 30, Pods: 3,
+			Scalars: []*abiv1.Scalar{{Name: "hugepages-2Mi", Value: 2 << 20}, {Name: "nvidia.com/gpu", Value: 5}}}}}}
+	if code := sync(usage); code != uint32(Success) {
+		t.Fatalf("usage sync answered %d: %v", code, inst.result.Reasons)
+	}
+	n := inst.node(2)
+	checkIndex(t, n)
+	if n.GetGeneration() != 6 || n.GetPodCount() != 3 || n.Name() != "gpu-1" || n.Zone() != "eu-1a" {
+		t.Errorf("after the usage update: generation %d, pod count %d, name %q, zone %q", n.GetGeneration(), n.GetPodCount(), n.Name(), n.Zone())
+	}
+	for _, c := range []struct {
+		name            string
+		alloc, req      int64
+		oldAlloc, oldRq int64
+	}{
+		{ResourceCPU, 8000, 2500, 8000, 1000}, {ResourceMemory, 64 << 30, 1 << 30, 64 << 30, 0}, {ResourcePods, 110, 3, 110, 1},
+		{"nvidia.com/gpu", 8, 5, 8, 2}, {"example.com/dongle", 1, 0, 1, 0}, {"hugepages-2Mi", 0, 2 << 20, 0, 0},
+	} {
+		if a, r := n.Allocatable(c.name), n.Requested(c.name); a != c.alloc || r != c.req {
+			t.Errorf("%s after the update: allocatable %d, requested %d; want %d, %d", c.name, a, r, c.alloc, c.req)
+		}
+		if a, r := old.Allocatable(c.name), old.Requested(c.name); a != c.oldAlloc || r != c.oldRq {
+			t.Errorf("%s in the view held from before: allocatable %d, requested %d; want %d, %d", c.name, a, r, c.oldAlloc, c.oldRq)
+		}
+	}
+	if old.GetGeneration() != 5 {
+		t.Errorf("the view held from before changed generation to %d", old.GetGeneration())
+	}
+	code := sync(&abiv1.NodeSync{Usage: []*abiv1.NodeUsage{{Handle: 7, Generation: 1}}})
+	if code != uint32(Error) || len(inst.result.Reasons) != 1 || inst.result.Reasons[0] != "usage update for node handle 7, which was never synced" {
+		t.Errorf("usage update for an unknown node: code %d, reasons %q", code, inst.result.Reasons)
 	}
 }

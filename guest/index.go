@@ -51,25 +51,8 @@ func (in *instance) intern(s string) string {
 func (in *instance) newNodeInfo(ni *abiv1.NodeInfo) *NodeInfo {
 	n := &NodeInfo{NodeInfo: ni}
 	x := &n.index
-	node := ni.GetNode()
-	a, r := node.GetAllocatable(), ni.GetRequested()
-	x.alloc = [4]int64{a.GetMilliCpu(), a.GetMemory(), a.GetEphemeralStorage(), a.GetPods()}
-	x.req = [4]int64{r.GetMilliCpu(), r.GetMemory(), r.GetEphemeralStorage(), r.GetPods()}
-	if len(a.GetScalars())+len(r.GetScalars()) > 0 {
-		x.scalars = make([]scalarAmount, 0, len(a.GetScalars())+len(r.GetScalars()))
-		for _, s := range a.GetScalars() {
-			x.scalars = append(x.scalars, scalarAmount{name: in.intern(s.GetName()), alloc: s.GetValue()})
-		}
-		for _, s := range r.GetScalars() {
-			if i := findScalar(x.scalars, s.GetName()); i >= 0 {
-				x.scalars[i].req = s.GetValue()
-			} else {
-				x.scalars = append(x.scalars, scalarAmount{name: in.intern(s.GetName()), req: s.GetValue()})
-			}
-		}
-		sortBy(x.scalars, func(s scalarAmount) string { return s.name })
-	}
-	if ls := node.GetLabels(); len(ls) > 0 {
+	x.setAmounts(in, ni.GetNode().GetAllocatable(), ni.GetRequested())
+	if ls := ni.GetNode().GetLabels(); len(ls) > 0 {
 		x.labels = make([]label, len(ls))
 		for i, kv := range ls {
 			x.labels[i] = label{key: in.intern(kv.GetKey()), value: kv.GetValue()}
@@ -78,6 +61,71 @@ func (in *instance) newNodeInfo(ni *abiv1.NodeInfo) *NodeInfo {
 	}
 	x.built = true
 	return n
+}
+
+// withUsage returns a new view of n with the generation, requested amounts
+// and pod count of u; the node object and the labels are n's. n itself is
+// left as it was: a policy may still hold it.
+func (in *instance) withUsage(n *NodeInfo, u *abiv1.NodeUsage) *NodeInfo {
+	ni := &abiv1.NodeInfo{
+		Handle:     n.GetHandle(),
+		Generation: u.GetGeneration(),
+		Node:       n.GetNode(),
+		Requested:  u.GetRequested(),
+		PodCount:   u.GetPodCount(),
+	}
+	if ni.Requested == nil {
+		ni.Requested = &abiv1.Resources{}
+	}
+	m := &NodeInfo{NodeInfo: ni}
+	if !n.index.built {
+		return m
+	}
+	x := &m.index
+	x.labels = n.index.labels
+	x.alloc = n.index.alloc
+	x.req = [4]int64{ni.Requested.GetMilliCpu(), ni.Requested.GetMemory(), ni.Requested.GetEphemeralStorage(), ni.Requested.GetPods()}
+	rs := ni.Requested.GetScalars()
+	if len(n.index.scalars)+len(rs) > 0 {
+		// The allocatable side is the node's and unchanged.
+		x.scalars = make([]scalarAmount, 0, len(n.index.scalars)+len(rs))
+		for _, s := range n.index.scalars {
+			if s.alloc != 0 {
+				x.scalars = append(x.scalars, scalarAmount{name: s.name, alloc: s.alloc})
+			}
+		}
+		x.addRequested(in, rs)
+	}
+	x.built = true
+	return m
+}
+
+// setAmounts fills the resource amounts of the index from a node's
+// allocatable and requested resources.
+func (x *nodeIndex) setAmounts(in *instance, a, r *abiv1.Resources) {
+	x.alloc = [4]int64{a.GetMilliCpu(), a.GetMemory(), a.GetEphemeralStorage(), a.GetPods()}
+	x.req = [4]int64{r.GetMilliCpu(), r.GetMemory(), r.GetEphemeralStorage(), r.GetPods()}
+	if len(a.GetScalars())+len(r.GetScalars()) == 0 {
+		return
+	}
+	x.scalars = make([]scalarAmount, 0, len(a.GetScalars())+len(r.GetScalars()))
+	for _, s := range a.GetScalars() {
+		x.scalars = append(x.scalars, scalarAmount{name: in.intern(s.GetName()), alloc: s.GetValue()})
+	}
+	x.addRequested(in, r.GetScalars())
+}
+
+// addRequested sets the requested amounts of scalars, adding the ones the
+// node does not list as allocatable, and sorts the scalars by name.
+func (x *nodeIndex) addRequested(in *instance, rs []*abiv1.Scalar) {
+	for _, s := range rs {
+		if i := findScalar(x.scalars, s.GetName()); i >= 0 {
+			x.scalars[i].req = s.GetValue()
+		} else {
+			x.scalars = append(x.scalars, scalarAmount{name: in.intern(s.GetName()), req: s.GetValue()})
+		}
+	}
+	sortBy(x.scalars, func(s scalarAmount) string { return s.name })
 }
 
 func findScalar(s []scalarAmount, name string) int {

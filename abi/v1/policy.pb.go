@@ -971,6 +971,54 @@ func (x *NodeInfo) GetPods() []*PodSummary {
 	return nil
 }
 
+// NodeUsage updates what the pods on a resident node use, when nothing else
+// changed since the instance received the node whole: pods were bound to it,
+// assumed on it or left it, and its Node object is the same. The guest keeps
+// the node and replaces generation, requested and pod_count.
+type NodeUsage struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Handle     int32 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	Generation int64 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	// As NodeInfo.requested.
+	Requested *Resources `protobuf:"bytes,3,opt,name=requested,proto3" json:"requested,omitempty"`
+	PodCount  int32      `protobuf:"varint,4,opt,name=pod_count,json=podCount,proto3" json:"pod_count,omitempty"`
+}
+
+func (x *NodeUsage) ProtoReflect() protoreflect.Message {
+	panic(`not implemented`)
+}
+
+func (x *NodeUsage) GetHandle() int32 {
+	if x != nil {
+		return x.Handle
+	}
+	return 0
+}
+
+func (x *NodeUsage) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *NodeUsage) GetRequested() *Resources {
+	if x != nil {
+		return x.Requested
+	}
+	return nil
+}
+
+func (x *NodeUsage) GetPodCount() int32 {
+	if x != nil {
+		return x.PodCount
+	}
+	return 0
+}
+
 // NodeSync brings an instance's resident node snapshot up to date.
 type NodeSync struct {
 	state         protoimpl.MessageState
@@ -981,6 +1029,9 @@ type NodeSync struct {
 	Upserts []*NodeInfo `protobuf:"bytes,1,rep,name=upserts,proto3" json:"upserts,omitempty"`
 	// Handles of nodes that left the cluster.
 	Removed []int32 `protobuf:"varint,2,rep,packed,name=removed,proto3" json:"removed,omitempty"`
+	// Usage updates of nodes the instance holds; sent only to guests whose
+	// PolicyInfo sets accepts_usage.
+	Usage []*NodeUsage `protobuf:"bytes,3,rep,name=usage,proto3" json:"usage,omitempty"`
 }
 
 func (x *NodeSync) ProtoReflect() protoreflect.Message {
@@ -997,6 +1048,13 @@ func (x *NodeSync) GetUpserts() []*NodeInfo {
 func (x *NodeSync) GetRemoved() []int32 {
 	if x != nil {
 		return x.Removed
+	}
+	return nil
+}
+
+func (x *NodeSync) GetUsage() []*NodeUsage {
+	if x != nil {
+		return x.Usage
 	}
 	return nil
 }
@@ -1061,6 +1119,9 @@ type PolicyInfo struct {
 	WantsAllNodes bool `protobuf:"varint,6,opt,name=wants_all_nodes,json=wantsAllNodes,proto3" json:"wants_all_nodes,omitempty"`
 	// Free-form identification of the SDK that built the guest.
 	Sdk string `protobuf:"bytes,7,opt,name=sdk,proto3" json:"sdk,omitempty"`
+	// The guest applies NodeSync.usage. Without it the host sends every
+	// change of a node as a whole NodeInfo.
+	AcceptsUsage bool `protobuf:"varint,8,opt,name=accepts_usage,json=acceptsUsage,proto3" json:"accepts_usage,omitempty"`
 }
 
 func (x *PolicyInfo) ProtoReflect() protoreflect.Message {
@@ -1114,6 +1175,13 @@ func (x *PolicyInfo) GetSdk() string {
 		return x.Sdk
 	}
 	return ""
+}
+
+func (x *PolicyInfo) GetAcceptsUsage() bool {
+	if x != nil {
+		return x.AcceptsUsage
+	}
+	return false
 }
 
 // CycleRequest starts a scheduling cycle for one pod on an instance.

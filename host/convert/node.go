@@ -44,24 +44,44 @@ func NodeInfo(handle int32, ni fwk.NodeInfo, withPods bool) *abiv1.NodeInfo {
 	if ni == nil {
 		return nil
 	}
-	pods := ni.GetPods()
 	m := &abiv1.NodeInfo{
 		Handle:     handle,
 		Generation: ni.GetGeneration(),
 		Node:       Node(ni.Node()),
-		Requested:  Resources(ni.GetRequested()),
-		PodCount:   int32(len(pods)),
+		Requested:  requested(ni),
+		PodCount:   int32(len(ni.GetPods())),
 	}
-	// The scheduler does not count pods in Requested; the ABI does, so that
-	// Free("pods") is the room left on the node.
-	if m.Requested == nil {
-		m.Requested = &abiv1.Resources{}
-	}
-	m.Requested.Pods = int64(len(pods))
 	if withPods {
-		m.Pods = podSummaries(pods)
+		m.Pods = podSummaries(ni.GetPods())
 	}
 	return m
+}
+
+// NodeUsage converts what changes in a NodeInfo when pods come and go:
+// its generation, requested and pod_count, as NodeInfo sets them. It
+// returns nil for a nil ni.
+func NodeUsage(handle int32, ni fwk.NodeInfo) *abiv1.NodeUsage {
+	if ni == nil {
+		return nil
+	}
+	return &abiv1.NodeUsage{
+		Handle:     handle,
+		Generation: ni.GetGeneration(),
+		Requested:  requested(ni),
+		PodCount:   int32(len(ni.GetPods())),
+	}
+}
+
+// requested is ni.GetRequested() with the pods counted: the scheduler does
+// not count them in Requested; the ABI does, so that Free("pods") is the
+// room left on the node.
+func requested(ni fwk.NodeInfo) *abiv1.Resources {
+	r := Resources(ni.GetRequested())
+	if r == nil {
+		r = &abiv1.Resources{}
+	}
+	r.Pods = int64(len(ni.GetPods()))
+	return r
 }
 
 // podSummaries converts the pods on a node. Their requests come from

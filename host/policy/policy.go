@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 	"github.com/wasmsched/wasmsched/host/engine"
 	"github.com/wasmsched/wasmsched/host/pool"
@@ -51,24 +53,28 @@ type Policy struct {
 	pool     *pool.Pool[*member]
 
 	handles handleTable
-	nodes   nodeCache
+	nodes   nodeCache // whole NodeInfos
+	usages  nodeCache // NodeUsages
 
 	closing atomic.Bool
 	stats   counters
 	// scoresNodes: the module scores many nodes in one call.
 	scoresNodes bool
+	// usage: a node whose object did not change is sent as a NodeUsage.
+	usage bool
 }
 
 type counters struct {
-	nodesSent, podsSent atomic.Int64
+	nodesSent, usageSent, podsSent atomic.Int64
 }
 
 // Stats counts the data sent to instances and the time spent in them since
 // the version was loaded.
 type Stats struct {
-	// NodesSent counts node records sent (one per node per instance that
-	// needed it); PodsSent counts cycle starts (pod installs).
-	NodesSent, PodsSent int64
+	// NodesSent counts node records sent whole (one per node per instance
+	// that needed it), UsageSent the usage updates sent instead, PodsSent
+	// cycle starts (pod installs).
+	NodesSent, UsageSent, PodsSent int64
 	// Guest is the time spent in each of the module's exports, over all
 	// instances.
 	Guest []engine.ExportTime
@@ -76,15 +82,18 @@ type Stats struct {
 
 // Stats returns the counters.
 func (p *Policy) Stats() Stats {
-	return Stats{NodesSent: p.stats.nodesSent.Load(), PodsSent: p.stats.podsSent.Load(), Guest: p.module.GuestTime()}
+	return Stats{NodesSent: p.stats.nodesSent.Load(), UsageSent: p.stats.usageSent.Load(), PodsSent: p.stats.podsSent.Load(), Guest: p.module.GuestTime()}
 }
 
 // member is a pool member: an instance and what the host knows it holds.
 // Only the goroutine that took it from the pool touches it.
 type member struct {
-	in    *engine.Instance
-	gens  []int64 // NodeInfo generation held, by handle; 0 = none
-	cycle uint64  // cycle whose pod is installed; 0 = none
+	in   *engine.Instance
+	gens []int64 // NodeInfo generation held, by handle; 0 = none
+	// objs is the node object last sent whole, by handle: while a node's
+	// object stays the same, a new generation is only new usage.
+	objs  []*v1.Node
+	cycle uint64 // cycle whose pod is installed; 0 = none
 	// cycleCode is PreFilter's verdict for that cycle.
 	cycleCode abiv1.Code
 	// The last Filter rejection fetched: its sequence number and status.
@@ -119,6 +128,8 @@ func Load(ctx context.Context, opts Options) (*Policy, error) {
 	}
 	p.info = info
 	p.scoresNodes = first.in.ScoresNodes()
+	// With wants_pods the pod list changes with the usage: send it whole.
+	p.usage = info.GetAcceptsUsage() && !info.GetWantsPods()
 	limit := opts.MaxInstances
 	if limit <= 0 {
 		limit = DefaultMaxInstances()

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
@@ -161,11 +162,11 @@ func TestSyncIsIncrementalByGeneration(t *testing.T) {
 	if st := p.Stats(); st.NodesSent != 3 || st.PodsSent != 2 {
 		t.Fatalf("after two cycles over unchanged nodes: %+v, want 3 nodes and 2 pods sent", st)
 	}
-	// A pod lands on n2: its generation changes, only it is resent.
+	// A pod lands on n2: its generation changes, only its usage is sent.
 	nodes[1].AddPodInfo(mustPodInfo(t, mkPod("x")))
 	filterAll(NewCycle(mkPod("c"), nodes), nodes)
-	if st := p.Stats(); st.NodesSent != 4 {
-		t.Fatalf("after one node changed: %+v, want 4 nodes sent", st)
+	if st := p.Stats(); st.NodesSent != 3 || st.UsageSent != 1 {
+		t.Fatalf("after one node changed: %+v, want 3 nodes sent whole and 1 usage update", st)
 	}
 	// A clone (as preemption evaluates) carries another generation and is
 	// the truth for its call; the original is resent when used again.
@@ -177,6 +178,58 @@ func TestSyncIsIncrementalByGeneration(t *testing.T) {
 	}
 	if s, _ := p.Filter(ctx, c, nodes[0]); !s.IsSuccess() {
 		t.Fatalf("original after the clone: %+v, want success", s)
+	}
+}
+
+// TestUsageUpdates: a node whose object stays the same while pods come and
+// go is sent as a usage update, and the guest reads the new amounts from
+// it; a new node object, and every change for a guest that wants pods, is
+// sent whole.
+func TestUsageUpdates(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		settings  string
+		wantUsage bool
+	}{
+		{"usage", `{"scoreFree": "cpu"}`, true},
+		{"wantsPods", `{"scoreFree": "cpu", "wantsPods": true}`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := load(t, c.settings)
+			ni := mkNode("n1", map[string]string{"zone": "a"})
+			free := func(want int64) {
+				t.Helper()
+				v, s, err := p.Score(ctx, NewCycle(mkPod("probe"), nil), ni)
+				if err != nil || !s.IsSuccess() || v != want {
+					t.Fatalf("free cpu = %d (%+v, %v), want %d", v, s, err, want)
+				}
+			}
+			free(4000)
+			x, y := withNode(mkPod("x"), "n1"), withNode(mkPod("y"), "n1")
+			ni.AddPodInfo(mustPodInfo(t, x))
+			free(3900)
+			ni.AddPodInfo(mustPodInfo(t, y))
+			free(3800)
+			if err := ni.RemovePod(klog.Background(), x); err != nil {
+				t.Fatal(err)
+			}
+			free(3900)
+			whole, usage := int64(4), int64(0)
+			if c.wantUsage {
+				whole, usage = 1, 3
+			}
+			if st := p.Stats(); st.NodesSent != whole || st.UsageSent != usage {
+				t.Fatalf("after three pod changes: %d nodes sent whole and %d usage updates, want %d and %d", st.NodesSent, st.UsageSent, whole, usage)
+			}
+			// A new node object (its allocatable changed) goes whole.
+			node := ni.Node().DeepCopy()
+			node.Status.Allocatable[v1.ResourceCPU] = resource.MustParse("8")
+			ni.SetNode(node)
+			free(7900)
+			if st := p.Stats(); st.NodesSent != whole+1 || st.UsageSent != usage {
+				t.Fatalf("after a new node object: %d nodes sent whole and %d usage updates, want %d and %d", st.NodesSent, st.UsageSent, whole+1, usage)
+			}
+		})
 	}
 }
 

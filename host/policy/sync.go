@@ -52,9 +52,9 @@ func (c *Cycle) request() []byte {
 	return c.req
 }
 
-// encodedNode is a NodeInfo message encoded as one NodeSync.upserts entry
-// (field tag and length included), so NodeSync requests are built by
-// concatenation and every instance gets the bytes encoded once.
+// encodedNode is a node encoded as one NodeSync entry (field tag and length
+// included), so NodeSync requests are built by concatenation and every
+// instance gets the bytes encoded once.
 type encodedNode struct {
 	gen   int64
 	entry []byte
@@ -63,24 +63,50 @@ type encodedNode struct {
 // nodeCache keeps the last encoding of each node, by handle.
 type nodeCache struct{ m sync.Map } // int32 -> *encodedNode
 
-func (p *Policy) encode(h int32, ni fwk.NodeInfo) []byte {
-	gen := ni.GetGeneration()
-	if v, ok := p.nodes.m.Load(h); ok {
+// NodeSync's fields, as the tag byte of a length-delimited entry.
+const (
+	tagUpsert = 1<<3 | 2
+	tagUsage  = 3<<3 | 2
+)
+
+// cached returns c's encoding of node h at generation gen, making it with
+// msg if c has none.
+func (c *nodeCache) cached(h int32, gen int64, tag byte, msg func() sizedMessage) []byte {
+	if v, ok := c.m.Load(h); ok {
 		if e := v.(*encodedNode); e.gen == gen {
 			return e.entry
 		}
 	}
-	msg := convert.NodeInfo(h, ni, p.info.WantsPods)
-	size := msg.SizeVT()
+	m := msg()
+	size := m.SizeVT()
 	entry := make([]byte, 0, size+6)
-	entry = append(entry, 0x0a) // NodeSync.upserts, field 1, length-delimited
+	entry = append(entry, tag)
 	entry = appendVarint(entry, uint64(size))
 	entry = entry[:len(entry)+size]
-	if _, err := msg.MarshalToSizedBufferVT(entry[len(entry)-size:]); err != nil {
+	if _, err := m.MarshalToSizedBufferVT(entry[len(entry)-size:]); err != nil {
 		panic(err)
 	}
-	p.nodes.m.Store(h, &encodedNode{gen: gen, entry: entry})
+	c.m.Store(h, &encodedNode{gen: gen, entry: entry})
 	return entry
+}
+
+type sizedMessage interface {
+	SizeVT() int
+	MarshalToSizedBufferVT([]byte) (int, error)
+}
+
+// encode returns ni whole, as an upsert.
+func (p *Policy) encode(h int32, ni fwk.NodeInfo) []byte {
+	return p.nodes.cached(h, ni.GetGeneration(), tagUpsert, func() sizedMessage {
+		return convert.NodeInfo(h, ni, p.info.WantsPods)
+	})
+}
+
+// encodeUsage returns ni's usage update.
+func (p *Policy) encodeUsage(h int32, ni fwk.NodeInfo) []byte {
+	return p.usages.cached(h, ni.GetGeneration(), tagUsage, func() sizedMessage {
+		return convert.NodeUsage(h, ni)
+	})
 }
 
 func appendVarint(b []byte, v uint64) []byte {
@@ -104,16 +130,55 @@ func (p *Policy) nodeNotFound() error {
 	return &engine.CallError{Policy: p.name, Version: p.Version(), Call: "sync", Kind: engine.KindInvalid, Err: fmt.Errorf("node not found")}
 }
 
+// syncBatch is a NodeSync request being built: its entries and what m will
+// hold once the guest applied it.
+type syncBatch struct {
+	req  []byte
+	hs   []int32
+	gens []int64
+	// objs are the node objects of whole entries; nil for usage entries,
+	// which leave the object as it was.
+	objs  []*v1.Node
+	usage int
+}
+
+// entry returns what brings m to ni under handle h: a usage update when m
+// holds the same node object at another generation and the guest applies
+// those (obj is nil then), ni whole otherwise (obj is its node object).
+func (p *Policy) entry(m *member, h int32, ni fwk.NodeInfo) (e []byte, obj *v1.Node) {
+	if p.usage && int(h) < len(m.objs) && m.objs[h] != nil && m.objs[h] == ni.Node() {
+		return p.encodeUsage(h, ni), nil
+	}
+	return p.encode(h, ni), ni.Node()
+}
+
+func (b *syncBatch) add(h int32, gen int64, e []byte, obj *v1.Node) {
+	b.req = append(b.req, e...)
+	b.hs = append(b.hs, h)
+	b.gens = append(b.gens, gen)
+	b.objs = append(b.objs, obj)
+	if obj == nil {
+		b.usage++
+	}
+}
+
+func (b *syncBatch) reset() {
+	b.req, b.hs, b.gens, b.objs, b.usage = b.req[:0], b.hs[:0], b.gens[:0], b.objs[:0], 0
+}
+
 // syncNode makes sure m holds exactly ni (by generation) under handle h.
 func (p *Policy) syncNode(m *member, h int32, ni fwk.NodeInfo) error {
 	if m.holds(h, ni) {
 		return nil
 	}
-	return p.sendSync(m, p.encode(h, ni), []int32{h}, []int64{ni.GetGeneration()})
+	var b syncBatch
+	e, obj := p.entry(m, h, ni)
+	b.add(h, ni.GetGeneration(), e, obj)
+	return p.sendSync(m, &b)
 }
 
-func (p *Policy) sendSync(m *member, req []byte, hs []int32, gens []int64) error {
-	code, err := m.in.Sync(req)
+func (p *Policy) sendSync(m *member, b *syncBatch) error {
+	code, err := m.in.Sync(b.req)
 	if err != nil {
 		return err
 	}
@@ -121,14 +186,18 @@ func (p *Policy) sendSync(m *member, req []byte, hs []int32, gens []int64) error
 		m.in.MarkBroken() // its snapshot is now unknown
 		return p.detailError(m, "sync", code)
 	}
-	p.stats.nodesSent.Add(int64(len(hs)))
-	for i, h := range hs {
+	p.stats.nodesSent.Add(int64(len(b.hs) - b.usage))
+	p.stats.usageSent.Add(int64(b.usage))
+	for i, h := range b.hs {
 		if int(h) >= len(m.gens) {
-			grown := make([]int64, max(int(h)+1, 2*len(m.gens)))
-			copy(grown, m.gens)
-			m.gens = grown
+			n := max(int(h)+1, 2*len(m.gens))
+			m.gens = append(m.gens, make([]int64, n-len(m.gens))...)
+			m.objs = append(m.objs, make([]*v1.Node, n-len(m.objs))...)
 		}
-		m.gens[h] = gens[i]
+		m.gens[h] = b.gens[i]
+		if b.objs[i] != nil {
+			m.objs[h] = b.objs[i]
+		}
 	}
 	return nil
 }
@@ -137,19 +206,7 @@ func (p *Policy) sendSync(m *member, req []byte, hs []int32, gens []int64) error
 // the changed ones in as few requests as the batch bound allows, and
 // returns their handles in the order of nodes.
 func (p *Policy) syncNodes(m *member, nodes []fwk.NodeInfo) ([]int32, error) {
-	var (
-		req  []byte
-		hs   []int32
-		gens []int64
-	)
-	flush := func() error {
-		if len(req) == 0 {
-			return nil
-		}
-		err := p.sendSync(m, req, hs, gens)
-		req, hs, gens = req[:0], hs[:0], gens[:0]
-		return err
-	}
+	var b syncBatch
 	handles := make([]int32, len(nodes))
 	for i, ni := range nodes {
 		if ni == nil || ni.Node() == nil {
@@ -160,17 +217,19 @@ func (p *Policy) syncNodes(m *member, nodes []fwk.NodeInfo) ([]int32, error) {
 		if m.holds(h, ni) {
 			continue
 		}
-		e := p.encode(h, ni)
-		if len(req)+len(e) > maxSyncBatch {
-			if err := flush(); err != nil {
+		e, obj := p.entry(m, h, ni)
+		if len(b.req) > 0 && len(b.req)+len(e) > maxSyncBatch {
+			if err := p.sendSync(m, &b); err != nil {
 				return nil, err
 			}
+			b.reset()
 		}
-		req = append(req, e...)
-		hs = append(hs, h)
-		gens = append(gens, ni.GetGeneration())
+		b.add(h, ni.GetGeneration(), e, obj)
 	}
-	return handles, flush()
+	if len(b.req) == 0 {
+		return handles, nil
+	}
+	return handles, p.sendSync(m, &b)
 }
 
 // syncAll brings m's snapshot to exactly the cycle's nodes: changed nodes are
@@ -205,7 +264,7 @@ func (p *Policy) syncAll(m *member, nodes []fwk.NodeInfo) error {
 			return p.detailError(m, "sync", code)
 		}
 		for _, h := range removed.Removed {
-			m.gens[h] = 0
+			m.gens[h], m.objs[h] = 0, nil
 		}
 	}
 	return nil

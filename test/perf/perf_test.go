@@ -237,8 +237,9 @@ type extra struct {
 	// instances alive and the sum of their linear memories, bytes.
 	Instances   int   `json:"instances,omitempty"`
 	GuestMemory int64 `json:"guestMemory,omitempty"`
-	// NodesSent and PodsSent are the host's sync counters.
+	// NodesSent, UsageSent and PodsSent are the host's sync counters.
 	NodesSent int64 `json:"nodesSent,omitempty"`
+	UsageSent int64 `json:"usageSent,omitempty"`
 	PodsSent  int64 `json:"podsSent,omitempty"`
 	// Guest is the time spent in each export of the module, summed over
 	// policies: calls and milliseconds.
@@ -302,6 +303,7 @@ func BenchmarkPerfScheduling(b *testing.B) {
 					}
 					st := p.Stats()
 					x.NodesSent += st.NodesSent
+					x.UsageSent += st.UsageSent
 					x.PodsSent += st.PodsSent
 					for _, g := range st.Guest {
 						if x.Guest == nil {

@@ -26,6 +26,9 @@ type settings struct {
 	ScoreLabel string `json:"scoreLabel"`
 	// ScorePods: Score is the number of pod summaries on the node.
 	ScorePods bool `json:"scorePods"`
+	// ScoreFree: Score is the node's free amount of this resource
+	// ("cpu" in millicores, "pods", ...).
+	ScoreFree string `json:"scoreFree"`
 	// Normalize applies MinMaxNormalize.
 	Normalize bool `json:"normalize"`
 	// RestrictTo: PreFilter narrows the nodes to these.
@@ -277,6 +280,8 @@ func policy() *guest.Policy {
 			return int64(c.State.(int)), guest.OK()
 		case s.ScorePods:
 			return int64(len(n.Pods())), guest.OK()
+		case s.ScoreFree != "":
+			return n.Free(s.ScoreFree), guest.OK()
 		case s.ScoreLabel != "":
 			v, _ := n.Label(s.ScoreLabel)
 			i, err := strconv.ParseInt(v, 10, 64)
