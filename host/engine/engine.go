@@ -26,7 +26,6 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/wasmsched/wasmsched/host/interrupt"
 )
@@ -121,6 +120,10 @@ type Module struct {
 	compiled wazero.CompiledModule
 	reactor  bool
 
+	// linearLimit and limits are the parts of cfg.MemoryLimit (budgets).
+	linearLimit uint64
+	limits      interrupt.Limits
+
 	mu     sync.Mutex
 	closed bool
 	live   map[*Instance]struct{}
@@ -154,12 +157,13 @@ func Compile(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 		return nil, fmt.Errorf("policy %s@%s: %s", cfg.Name, m.Version(), fmt.Sprintf(format, args...))
 	}
 
-	instrumented, err := interrupt.Instrument(wasm)
+	m.linearLimit, m.limits = budgets(cfg.MemoryLimit)
+	instrumented, err := interrupt.Instrument(wasm, m.limits)
 	if err != nil {
 		return fail("not a valid WebAssembly module: %v", err)
 	}
 	rc := wazero.NewRuntimeConfigCompiler().
-		WithMemoryLimitPages(uint32(cfg.MemoryLimit / 65536)).
+		WithMemoryLimitPages(uint32(m.linearLimit / 65536)).
 		WithDebugInfoEnabled(false)
 	cache := cfg.Cache
 	if cache == nil {
@@ -205,25 +209,16 @@ func Compile(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 	}
 	_, m.reactor = exports["_initialize"]
 
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
+	if err := exportWASI(ctx, r); err != nil {
 		return fail("instantiate WASI: %v", err)
 	}
-	logf := cfg.Log
+	i32 := api.ValueTypeI32
 	_, err = r.NewHostModuleBuilder(interrupt.ImportModule).
 		NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
-			if logf == nil {
-				return
-			}
-			level, ptr, size := int32(stack[0]), uint32(stack[1]), uint32(stack[2])
-			size = min(size, maxLogLine)
-			if b, ok := mod.Memory().Read(ptr, size); ok {
-				logf(level, string(b))
-			}
-		}), []api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, nil).
+		WithGoModuleFunction(api.GoModuleFunc(m.guestLog), []api.ValueType{i32, i32, i32}, nil).
 		Export("log").
 		NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(yield), nil, []api.ValueType{api.ValueTypeI32}).
+		WithGoModuleFunction(api.GoModuleFunc(yield), []api.ValueType{i32}, []api.ValueType{i32}).
 		Export(interrupt.ImportName).
 		Instantiate(ctx)
 	if err != nil {
@@ -278,6 +273,22 @@ func DefaultCache() wazero.CompilationCache {
 
 // maxLogLine truncates guest log lines.
 const maxLogLine = 4096
+
+// budgets divides an instance's memory limit between what it counts: the
+// wasm call stack (a sixteenth, between 256 KiB and 64 MiB, charged by
+// frame estimates: see package interrupt), the tables (a sixteenth, 8 bytes
+// an entry) and linear memory (the rest, in whole pages).
+func budgets(limit uint64) (linear uint64, lim interrupt.Limits) {
+	stack := min(max(limit/16, 256<<10), 64<<20)
+	tables := limit / 16
+	lim = interrupt.Limits{StackBytes: uint32(stack), TableEntries: uint32(tables / 8)}
+	linear = (limit - stack - tables) / 65536 * 65536
+	return linear, lim
+}
+
+// Limits returns the instrumentation limits and the linear memory limit the
+// module runs with, its parts of Config.MemoryLimit.
+func (m *Module) Limits() (linear uint64, lim interrupt.Limits) { return m.linearLimit, m.limits }
 
 // signature spells a function type the way the text format does:
 // (i32) -> (i64).

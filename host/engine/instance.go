@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -57,7 +56,7 @@ type Instance struct {
 	m      *Module
 	mod    api.Module
 	mem    api.Memory
-	ctx    context.Context // carries the instance to the yield host function
+	ctx    context.Context // carries the instance to the host functions
 	stderr *tail
 
 	// fns are the module's exports by kind; optional ones (_initialize,
@@ -67,7 +66,12 @@ type Instance struct {
 
 	deadline atomic.Int64 // watchdog tick at which the current call expires; 0 when idle
 	expired  atomic.Bool  // the watchdog interrupted (or tried to interrupt) a call
+	overflow atomic.Bool  // the call stack went past its limit
 	broken   bool
+
+	// logged and logDropped count the current call's log bytes and the
+	// lines dropped past maxLogPerCall.
+	logged, logDropped int
 }
 
 // NewInstance instantiates the module, runs the reactor's _initialize and
@@ -79,11 +83,13 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 	if closed {
 		return nil, m.errorf("instantiate", KindClosed, errors.New("module is closed"))
 	}
-	in := &Instance{m: m, stderr: &tail{}}
+	in := &Instance{m: m}
+	in.stderr = &tail{in: in, keep: true}
 	in.ctx = context.WithValue(context.Background(), instanceKey{}, in)
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions(). // _initialize is called below, under a deadline
+		WithStdout(&tail{in: in}).
 		WithStderr(in.stderr).
 		WithSysWalltime().
 		WithSysNanotime().
@@ -168,22 +174,6 @@ func (in *Instance) Close(ctx context.Context) {
 // instanceKey finds the calling instance in the context of a host function.
 type instanceKey struct{}
 
-// yield is the host side of the instrumentation (package interrupt): the
-// guest calls it every interrupt.Budget loop iterations or function calls.
-// Being Go code, it is where the runtime can preempt a long call; it
-// answers 1 (trap) once the call has overrun its deadline.
-func yield(ctx context.Context, _ api.Module, stack []uint64) {
-	stack[0] = 0
-	in, _ := ctx.Value(instanceKey{}).(*Instance)
-	if in == nil {
-		return
-	}
-	if d := in.deadline.Load(); d != 0 && watch.now() >= d {
-		in.expired.Store(true)
-		stack[0] = 1
-	}
-}
-
 // invoke calls export x with the arguments in in.stack and returns the
 // first result, turning traps, deadlines and closed modules into
 // *CallError. It adds the call's duration to the module's guest time.
@@ -192,15 +182,29 @@ func (in *Instance) invoke(call string, x export, timeout time.Duration) (uint64
 		in.broken = true
 		return 0, in.m.errorf(call, KindBroken, errors.New("instance already failed"))
 	}
+	in.logged, in.logDropped = 0, 0
 	in.deadline.Store(deadline(timeout))
 	start := time.Now()
 	err := in.fns[x].CallWithStack(in.ctx, in.stack[:])
-	in.m.guest[x].add(time.Since(start))
+	took := time.Since(start)
+	in.m.guest[x].add(took)
 	in.deadline.Store(0)
+	if in.logDropped > 0 && in.m.cfg.Log != nil {
+		in.m.cfg.Log(1, fmt.Sprintf("(%d log lines dropped: more than %d bytes logged in one call)", in.logDropped, maxLogPerCall))
+	}
 	if err != nil {
 		in.broken = true
+		if in.overflow.Load() {
+			return 0, in.m.errorf(call, KindStack, fmt.Errorf("stack overflow: the call stack went past its limit of %d KiB", in.m.limits.StackBytes>>10))
+		}
 		if in.expired.Load() {
-			return 0, in.m.errorf(call, KindTimeout, fmt.Errorf("deadline of %v exceeded", timeout))
+			err := fmt.Errorf("deadline of %v exceeded", timeout)
+			if took > timeout*3/2+20*time.Millisecond {
+				// Say so when the stop came late (a loaded machine, one
+				// bulk instruction over the whole memory).
+				err = fmt.Errorf("deadline of %v exceeded (stopped after %v)", timeout, took.Round(time.Millisecond))
+			}
+			return 0, in.m.errorf(call, KindTimeout, err)
 		}
 		msg := err.Error()
 		if i := strings.Index(msg, "\nwasm stack trace"); i >= 0 {
@@ -211,10 +215,13 @@ func (in *Instance) invoke(call string, x export, timeout time.Duration) (uint64
 			msg += ": " + why
 		}
 		kind := KindTrap
-		limit := in.m.cfg.MemoryLimit / 65536 * 65536
-		if strings.Contains(why, "out of memory") || uint64(in.mem.Size()) > limit/10*9 {
+		limit := in.m.linearLimit
+		switch {
+		case strings.Contains(why, "stack overflow") || strings.Contains(why, "goroutine stack exceeds"):
+			kind = KindStack
+		case strings.Contains(why, "out of memory") || uint64(in.mem.Size()) > limit/10*9:
 			kind = KindMemory
-			msg += fmt.Sprintf(" (linear memory %d bytes, limit %d: the memory limit was reached)", in.mem.Size(), limit)
+			msg += fmt.Sprintf(" (linear memory %d bytes, limit %d of memoryLimit %d: the memory limit was reached)", in.mem.Size(), limit, in.m.cfg.MemoryLimit)
 		}
 		return 0, in.m.errorf(call, kind, errors.New(msg))
 	}
@@ -490,6 +497,7 @@ const (
 	KindTrap     Kind = "trap"     // the guest trapped (panic, unreachable, ...)
 	KindTimeout  Kind = "timeout"  // the call overran its deadline
 	KindMemory   Kind = "memory"   // the guest ran out of its memory limit
+	KindStack    Kind = "stack"    // the guest's call stack overflowed
 	KindInvalid  Kind = "invalid"  // the guest broke the ABI (bad code, bad message)
 	KindABI      Kind = "abi"      // incompatible ABI version
 	KindRejected Kind = "rejected" // the guest refused its settings
@@ -515,49 +523,4 @@ func (e *CallError) Unwrap() error { return e.Err }
 
 func (m *Module) errorf(call string, kind Kind, err error) *CallError {
 	return &CallError{Policy: m.cfg.Name, Version: m.Version(), Call: call, Kind: kind, Err: err}
-}
-
-// tail keeps the last bytes a guest wrote to stderr, to explain a trap
-// (a Go guest prints its panic message there before it aborts).
-type tail struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-const tailSize = 8192
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > tailSize {
-		t.buf = append(t.buf[:0], t.buf[len(t.buf)-tailSize:]...)
-	}
-	return len(p), nil
-}
-
-// summary picks the line that explains a crash from what was kept: the
-// last "panic:" or "fatal error:" line (Go and TinyGo print one before they
-// abort), else the last line.
-func (t *tail) summary() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	lines := strings.Split(strings.TrimSpace(string(t.buf)), "\n")
-	best := ""
-	for _, l := range lines {
-		l = strings.TrimSpace(l)
-		switch {
-		case strings.HasPrefix(l, "panic:"), strings.HasPrefix(l, "fatal error:"):
-			best = l
-		case strings.HasPrefix(l, "runtime: out of memory"), strings.Contains(l, "out of memory") && best == "":
-			best = l
-		}
-	}
-	if best == "" && len(lines) > 0 {
-		best = strings.TrimSpace(lines[len(lines)-1])
-	}
-	if len(best) > 300 {
-		best = best[:300] + "..."
-	}
-	return best
 }

@@ -68,7 +68,7 @@ func newRuntime(tb testing.TB, name string) wazero.Runtime {
 
 func instrument(tb testing.TB, bin []byte) []byte {
 	tb.Helper()
-	out, err := interrupt.Instrument(bin)
+	out, err := interrupt.Instrument(bin, interrupt.Limits{})
 	if err != nil {
 		tb.Fatalf("Instrument: %v", err)
 	}
@@ -105,8 +105,9 @@ func load(tb testing.TB, name string, instrumented bool) api.Module {
 // control is what the test's wasmsched.yield answers: the stand-in for the
 // engine's deadline check.
 type control struct {
-	stop  atomic.Uint64
-	calls atomic.Int64
+	stop      atomic.Uint64
+	calls     atomic.Int64
+	overflows atomic.Int64
 }
 
 func (c *control) Set(v uint64) { c.stop.Store(v) }
@@ -121,8 +122,11 @@ func hostYield(tb testing.TB, r wazero.Runtime) *control {
 	_, err := r.NewHostModuleBuilder(interrupt.ImportModule).NewFunctionBuilder().
 		WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, _ api.Module, stack []uint64) {
 			c.calls.Add(1)
+			if stack[0] == interrupt.YieldStackOverflow {
+				c.overflows.Add(1)
+			}
 			stack[0] = c.stop.Load()
-		}), nil, []api.ValueType{api.ValueTypeI32}).
+		}), []api.ValueType{api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}).
 		Export(interrupt.ImportName).Instantiate(context.Background())
 	if err != nil {
 		tb.Fatalf("instantiate %s: %v", interrupt.ImportModule, err)
@@ -245,6 +249,9 @@ func TestInstrumentPreservesBehaviour(t *testing.T) {
 		{"signext", "extend", []uint64{300}, nil},
 		{"threads", "count", []uint64{100}, nil},
 		{"tailcall", "countdown", []uint64{1_000_000}, []uint64{500000500000}},
+		{"recurse", "run", []uint64{100}, []uint64{1000}},
+		{"recurse", "deep", []uint64{1000}, []uint64{1000}},
+		{"bulk_charge", "tgrow", []uint64{10}, []uint64{1}},
 	} {
 		t.Run(fmt.Sprintf("%s.%s%v", tc.fixture, tc.export, tc.args), func(t *testing.T) {
 			var results [2][]uint64
@@ -272,8 +279,8 @@ func TestInstrumentPreservesBehaviour(t *testing.T) {
 // interrupt global as a mutable i32 that starts at 0.
 func TestInstrumentEveryFixture(t *testing.T) {
 	for _, name := range fixtures(t) {
-		if name == "taken" {
-			continue // exports the interrupt name itself: see TestInstrumentErrors
+		if name == "taken" || name == "escape" {
+			continue // refused on purpose: see TestInstrumentErrors and TestInstrumentStateUnreachable
 		}
 		t.Run(name, func(t *testing.T) {
 			bin := fixture(t, name)
@@ -312,7 +319,7 @@ func TestInstrumentWithoutExportSection(t *testing.T) {
 // budget -= 1; if budget == 0 { budget = Budget; call ...
 func checkPrefix(global byte) []byte {
 	return []byte{0x23, global, 0x41, 0x01, 0x6b, 0x24, global, 0x23, global, 0x45, 0x04, 0x40,
-		0x41, 0x90, 0xce, 0x00, 0x24, global, 0x10}
+		0x41, 0x90, 0xce, 0x00, 0x24, global, 0x41, 0x00, 0x10}
 }
 
 // check is the whole check for a module whose yield import has index yield.
@@ -375,7 +382,7 @@ func TestInstrumentGoModule(t *testing.T) {
 	var yields atomic.Int64
 	if _, err := r.NewHostModuleBuilder("wasmsched").NewFunctionBuilder().
 		WithFunc(func(int32, int32, int32) {}).Export("log").
-		NewFunctionBuilder().WithFunc(func() int32 { yields.Add(1); return 0 }).Export("yield").
+		NewFunctionBuilder().WithFunc(func(int32) int32 { yields.Add(1); return 0 }).Export("yield").
 		Instantiate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -451,11 +458,12 @@ func TestInstrumentErrors(t *testing.T) {
 		{"unknown section id", module(section(14)), "unknown section id 14"},
 		{"import of unknown kind", module(section(2, 1, 1, 'm', 1, 'x', 0x05, 0)), "import section: import 0: unknown kind 0x5"},
 		{"import section cut short", module(section(2, 2, 1, 'm', 1, 'g', 0x03, 0x7f, 0)), "import section: unexpected end of data"},
-		{"empty global section", module(section(6)), "global section: unexpected end of data"},
+		{"empty global section", module(section(6)), "section 6: unexpected end of data"},
 		{"empty export section", module(section(7)), "section 7: unexpected end of data"},
 		{"function body past the section", module(section(10, 1, 10, 0, 0x0b)), "code section: function 0: unexpected end of data"},
-		{"fewer functions than counted", module(section(10, 2, 2, 0, 0x0b)), "code section: function 1: unexpected end of data"},
-		{"trailing bytes in the code section", module(section(10, 1, 2, 0, 0x0b, 0)), "code section: trailing bytes after the last function"},
+		{"fewer functions than counted", module(section(1, 1, 0x60, 0, 0), section(3, 2, 0, 0), section(10, 2, 2, 0, 0x0b)), "code section: function 1: unexpected end of data"},
+		{"trailing bytes in the code section", module(section(1, 1, 0x60, 0, 0), section(3, 1, 0), section(10, 1, 2, 0, 0x0b, 0)), "code section: trailing bytes after the last function"},
+		{"more bodies than functions", module(section(1, 1, 0x60, 0, 0), section(3, 1, 0), section(10, 2, 2, 0, 0x0b, 2, 0, 0x0b)), "code section: 2 function bodies for 1 functions"},
 		{"locals cut short", withBody(1), "code section: function 0: locals: unexpected end of data"},
 		{"immediate cut short", withBody(0, 0x41), "code section: function 0: opcode 0x41 at offset 1: unexpected end of data"},
 		{"unknown opcode", withBody(0, 0x06, 0x0b), "code section: function 0: opcode 0x6 at offset 1: unknown opcode"},
@@ -465,7 +473,7 @@ func TestInstrumentErrors(t *testing.T) {
 		{"already imports the yield function", fixture(t, "taken"), `module already imports wasmsched.yield, a name reserved for the host`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := interrupt.Instrument(tc.bin)
+			out, err := interrupt.Instrument(tc.bin, interrupt.Limits{})
 			if err == nil {
 				t.Fatalf("Instrument succeeded (%d bytes), want error %q", len(out), tc.want)
 			}
@@ -484,7 +492,7 @@ func TestInstrumentErrors(t *testing.T) {
 func TestInstrumentHugeLocalCount(t *testing.T) {
 	bin := withBody(0xff, 0xff, 0xff, 0xff, 0x0f)
 	start := time.Now()
-	_, err := interrupt.Instrument(bin)
+	_, err := interrupt.Instrument(bin, interrupt.Limits{})
 	if err == nil || err.Error() != "code section: function 0: locals: unexpected end of data" {
 		t.Fatalf("error = %v", err)
 	}
@@ -516,11 +524,11 @@ func TestInstrumentRefusesImpossibleCounts(t *testing.T) {
 		{"parameters", module(section(1, lots(1, 0x60)...)), "section 1: " + tooMany},
 		{"results", module(section(1, lots(1, 0x60, 0)...)), "section 1: " + tooMany},
 		{"recursive type group", module(section(1, lots(1, 0x4e)...)), "section 1: " + tooMany},
-		{"imports", module(section(2, max...)), "import section: " + tooMany},
+		{"imports", module(section(2, max...)), "section 2: " + tooMany},
 		{"functions", module(section(3, max...)), "section 3: " + tooMany},
 		{"tables", module(section(4, max...)), "section 4: " + tooMany},
 		{"memories", module(section(5, max...)), "section 5: " + tooMany},
-		{"globals", module(section(6, max...)), "global section: " + tooMany},
+		{"globals", module(section(6, max...)), "section 6: " + tooMany},
 		{"elements", module(section(9, max...)), "section 9: " + tooMany},
 		{"element function indices", module(section(9, lots(1, 0, 0x41, 0, 0x0b)...)), "section 9: " + tooMany},
 		{"element expressions", module(section(9, lots(1, 5, 0x70)...)), "section 9: " + tooMany},
@@ -538,7 +546,7 @@ func TestInstrumentRefusesImpossibleCounts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
-			_, err := interrupt.Instrument(tc.bin)
+			_, err := interrupt.Instrument(tc.bin, interrupt.Limits{})
 			if err == nil || err.Error() != tc.want {
 				t.Fatalf("error = %v\nwant    %s", err, tc.want)
 			}
@@ -549,11 +557,11 @@ func TestInstrumentRefusesImpossibleCounts(t *testing.T) {
 	}
 
 	// The limits leave room: 49999 locals in each of 80 functions pass.
-	if _, err := interrupt.Instrument(withBodies(many[:80]...)); err != nil {
+	if _, err := interrupt.Instrument(withBodies(many[:80]...), interrupt.Limits{}); err != nil {
 		t.Fatalf("80 functions of 49999 locals: %v", err)
 	}
 	// Custom sections other than "name" are not wazero's business.
-	if _, err := interrupt.Instrument(module(section(0, lots(3, 'f', 'o', 'o')...))); err != nil {
+	if _, err := interrupt.Instrument(module(section(0, lots(3, 'f', 'o', 'o')...)), interrupt.Limits{}); err != nil {
 		t.Fatalf("custom section: %v", err)
 	}
 }
@@ -569,11 +577,11 @@ func TestInstrumentRefTypeEncodings(t *testing.T) {
 		compile bool   // false: wazero v1.12 panics on the module itself
 		want    []byte // must appear in the output
 	}{
-		{"local", []byte{1, 1, 0x63, 0x70, 0x0b}, true, append([]byte{1, 1, 0x63, 0x70}, check...)},
+		{"local", []byte{1, 1, 0x63, 0x70, 0x0b}, true, []byte{1, 1, 0x63, 0x70, 0x23, 0x01}},
 		{"loop result", []byte{0, 0x03, 0x63, 0x70, 0xd0, 0x70, 0x0b, 0x1a, 0x0b}, true, append([]byte{0x03, 0x63, 0x70}, check...)},
-		{"block result", []byte{0, 0x02, 0x64, 0x70, 0x00, 0x0b, 0x1a, 0x0b}, true, append(append([]byte{0}, check...), 0x02, 0x64, 0x70, 0x00)},
+		{"block result", []byte{0, 0x02, 0x64, 0x70, 0x00, 0x0b, 0x1a, 0x0b}, true, slices.Concat(check, []byte{0x02, 0x40, 0x02, 0x64, 0x70, 0x00})},
 		{"typed select", []byte{0, 0xd0, 0x70, 0xd0, 0x70, 0x41, 0x01, 0x1c, 0x01, 0x63, 0x70, 0x1a, 0x0b}, false,
-			append(append([]byte{0}, check...), 0xd0, 0x70, 0xd0, 0x70, 0x41, 0x01, 0x1c, 0x01, 0x63, 0x70, 0x1a, 0x0b)},
+			slices.Concat(check, []byte{0x02, 0x40, 0xd0, 0x70, 0xd0, 0x70, 0x41, 0x01, 0x1c, 0x01, 0x63, 0x70, 0x1a, 0x0b})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := instrument(t, withBody(tc.body...))
@@ -618,7 +626,7 @@ func TestInstrumentTruncated(t *testing.T) {
 		boundary[pos] = true
 	}
 	for cut := 8; cut < len(bin); cut++ {
-		out, err := interrupt.Instrument(bin[:cut])
+		out, err := interrupt.Instrument(bin[:cut], interrupt.Limits{})
 		if boundary[cut] {
 			if err != nil {
 				t.Errorf("cut at %d (between sections): %v", cut, err)
@@ -669,9 +677,11 @@ func checkFixtures(t *testing.T, dir string) {
 	}
 }
 
-// fuzzRuntime compiles fuzz inputs; one per process is enough.
+// fuzzRuntime compiles fuzz inputs as the engine does (without debug
+// information, which makes wazero decode custom sections); one per process
+// is enough.
 var fuzzRuntime = sync.OnceValue(func() wazero.Runtime {
-	return wazero.NewRuntime(context.Background())
+	return wazero.NewRuntimeWithConfig(context.Background(), wazero.NewRuntimeConfig().WithDebugInfoEnabled(false))
 })
 
 // compile compiles bin with wazero (WebAssembly 2.0 features, the
@@ -691,9 +701,10 @@ func compile(bin []byte) (panicked any, err error) {
 }
 
 // FuzzInstrument checks that Instrument never panics, that wazero compiles
-// or cleanly rejects whatever it returns, and that it never turns a module
+// or cleanly rejects whatever it returns, that it never turns a module
 // wazero accepts into one it rejects (nor refuses such a module, unless it
-// already uses the interrupt export's name).
+// already uses the interrupt export's name), and never turns a module wazero
+// rejects into one it accepts.
 //
 // wazero sees the input itself only once every section passed Instrument's
 // checks on counts (when Instrument succeeds, or fails later, in the export
@@ -709,8 +720,9 @@ func FuzzInstrument(f *testing.F) {
 	f.Add(withBody(0, 0x41, 0x01, 0x1a, 0x0b))
 	f.Add(withBody(1, 2, 0x7f, 0x03, 0x40, 0x0c, 0x00, 0x0b, 0x0b))
 	f.Add(withBody(0, 0xd0, 0x70, 0xd0, 0x70, 0x41, 0x01, 0x1c, 0x01, 0x70, 0x1a, 0x0b))
+	f.Add(withBody(0, 0x03, 0x40, 0x41, 0x00, 0x24, 0x00, 0x0c, 0x00, 0x0b, 0x0b)) // sets global 0: the budget's index
 	f.Fuzz(func(t *testing.T, bin []byte) {
-		out, err := interrupt.Instrument(bin)
+		out, err := interrupt.Instrument(bin, interrupt.Limits{})
 		if err != nil {
 			if out != nil {
 				t.Fatalf("returned %d bytes with error %v", len(out), err)
@@ -738,8 +750,15 @@ func FuzzInstrument(f *testing.F) {
 			}
 			t.Fatalf("wazero panics on the instrumented module (not on the original): %v", p)
 		}
-		if porig, verr := compile(bin); porig == nil && verr == nil && cerr != nil {
+		porig, verr := compile(bin)
+		if porig == nil && verr == nil && cerr != nil {
 			t.Fatalf("wazero accepts the module but not its instrumented form: %v", cerr)
+		}
+		// The other way round is the sandbox: a module that could name the
+		// instrumentation's state (the budget global, the stack left) is
+		// invalid, and must stay invalid once that state exists.
+		if porig == nil && verr != nil && cerr == nil {
+			t.Fatalf("wazero rejects the module (%v) but accepts its instrumented form", verr)
 		}
 	})
 }

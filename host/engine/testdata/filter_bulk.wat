@@ -1,0 +1,33 @@
+;; wasmsched_filter copies 64 MiB with one memory.copy, over and over: a
+;; loop of a few iterations that the budget must charge by the bytes.
+(module
+  (memory (export "memory") 2048)
+  ;; PolicyInfo{code: SUCCESS, abi_version: 1, points: 1<<2 (filter)}
+  (data (i32.const 16) "\08\01\18\01\20\04")
+  ;; ptr<<32 | len of the last call's detail, 0 for none
+  (global $result (mut i64) (i64.const 0))
+  ;; Result{code: UNSCHEDULABLE, reasons: ["no"]}
+  (data (i32.const 32) "\08\03\12\02no")
+  (func (export "wasmsched_abi_version") (result i32)
+    (i32.const 1))
+  (func (export "wasmsched_buffer") (param $size i32) (result i32)
+    (i32.const 1024))
+  (func (export "wasmsched_result") (result i64)
+    (global.get $result))
+  (func (export "wasmsched_init") (param $len i32) (result i32)
+    (global.set $result (i64.const 0x0000001000000006))
+    (i32.const 1))
+  (func (export "wasmsched_sync") (param $len i32) (result i32)
+    (i32.const 1))
+  (func (export "wasmsched_cycle") (param $len i32) (result i32)
+    (i32.const 1))
+  (func (export "wasmsched_filter") (param $handle i32) (result i64)
+    (loop $forever
+      (memory.copy (i32.const 0x4000000) (i32.const 0) (i32.const 0x4000000))
+      (br $forever))
+    (i64.const 0x0000000100000000))
+  ;; SUCCESS, with the handle as the score
+  (func (export "wasmsched_score") (param $handle i32) (result i64)
+    (i64.or (i64.const 0x100000000) (i64.extend_i32_u (local.get $handle))))
+  (func (export "wasmsched_call") (param $point i32) (param $len i32) (result i32)
+    (i32.const 1)))
