@@ -60,6 +60,11 @@ type Config struct {
 	Cache wazero.CompilationCache
 	// Log receives the guest's log lines (wasmsched.log). Nil discards them.
 	Log func(level int32, msg string)
+	// CompileTimeout and CompileMemory bound compiling the module (see
+	// compiler.go); zero takes DefaultCompileTimeout and
+	// DefaultCompileMemory.
+	CompileTimeout time.Duration
+	CompileMemory  uint64
 }
 
 func (c Config) withDefaults() Config {
@@ -71,6 +76,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.InitTimeout == 0 {
 		c.InitTimeout = DefaultInitTimeout
+	}
+	if c.CompileTimeout == 0 {
+		c.CompileTimeout = DefaultCompileTimeout
+	}
+	if c.CompileMemory == 0 {
+		c.CompileMemory = DefaultCompileMemory
 	}
 	return c
 }
@@ -162,12 +173,19 @@ func Compile(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 	if err != nil {
 		return fail("not a valid WebAssembly module: %v", err)
 	}
-	rc := wazero.NewRuntimeConfigCompiler().
-		WithMemoryLimitPages(uint32(m.linearLimit / 65536)).
-		WithDebugInfoEnabled(false)
-	cache := cfg.Cache
+	pages := uint32(m.linearLimit / 65536)
+	rc := runtimeConfig(pages)
+	cache, dir := cfg.Cache, ""
 	if cache == nil {
-		cache = DefaultCache()
+		cache, dir = DefaultCache(), defaultCacheDir
+	}
+	if dir != "" {
+		if err := compileInChild(ctx, instrumented, pages, dir, cfg); err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("policy %s@%s: %w", cfg.Name, m.Version(), err)
+			}
+			return fail("not a valid WebAssembly module: %v", err)
+		}
 	}
 	rc = rc.WithCompilationCache(cache)
 	r := wazero.NewRuntimeWithConfig(ctx, rc)
@@ -244,25 +262,36 @@ func compileModule(ctx context.Context, r wazero.Runtime, bin []byte) (cm wazero
 var (
 	defaultCacheOnce sync.Once
 	defaultCache     wazero.CompilationCache
+	defaultCacheDir  string
 )
 
 // DefaultCache returns the process-wide compilation cache: on disk in
 // $WASMSCHED_CACHE_DIR, else in the user cache directory
-// (~/.cache/wasmsched/compiled), else in memory when no directory is
-// writable. Compiled code in memory is reference-counted by wazero and freed
-// when the last module using it closes; the disk copy survives for rollbacks
-// and restarts.
+// (~/.cache/wasmsched/compiled), else in a new temporary directory, else in
+// memory when no directory is writable (and then modules compile without
+// the isolation of compiler.go). Compiled code in memory is
+// reference-counted by wazero and freed when the last module using it
+// closes; the disk copy survives for rollbacks and restarts.
 func DefaultCache() wazero.CompilationCache {
 	defaultCacheOnce.Do(func() {
-		dir := os.Getenv("WASMSCHED_CACHE_DIR")
-		if dir == "" {
-			if base, err := os.UserCacheDir(); err == nil {
-				dir = filepath.Join(base, "wasmsched", "compiled")
-			}
+		dirs := []func() string{
+			func() string { return os.Getenv("WASMSCHED_CACHE_DIR") },
+			func() string {
+				base, _ := os.UserCacheDir()
+				return filepath.Join(base, "wasmsched", "compiled")
+			},
+			func() string {
+				tmp, _ := os.MkdirTemp("", "wasmsched-compiled-")
+				return tmp
+			},
 		}
-		if dir != "" && os.MkdirAll(dir, 0o700) == nil {
+		for _, next := range dirs {
+			dir := next()
+			if dir == "" || os.MkdirAll(dir, 0o700) != nil {
+				continue
+			}
 			if c, err := wazero.NewCompilationCacheWithDir(dir); err == nil {
-				defaultCache = c
+				defaultCache, defaultCacheDir = c, dir
 				return
 			}
 		}

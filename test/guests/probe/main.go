@@ -63,6 +63,10 @@ type settings struct {
 	//   hugereason rejects with one reason of 4 MiB
 	//   wasi       tries files, environment variables and sockets, and
 	//              rejects with what it found (every attempt should fail)
+	//   bulkcopy   copies 32 MiB with Go's copy (one memory.copy), forever
+	//   stderrflood writes to stderr with one fd_write of a million
+	//              buffers of 16 MiB each, forever
+	//   recurse    recurses without end
 	How string `json:"how"`
 	// Every: misbehave only on every n-th call (0 or 1: always). Calls are
 	// counted per instance and only for pods that When selects.
@@ -137,6 +141,19 @@ func misbehave(point string, c *guest.Cycle) (st guest.Status, ok bool) {
 		return guest.Status{Code: guest.Unschedulable, Reasons: []string{"probe: huge " + strings.Repeat("x", 4<<20)}}, true
 	case "wasi":
 		return guest.Reject("probe: wasi: %s", strings.Join(tryWASI(), "; ")), true
+	case "bulkcopy":
+		a, b := make([]byte, 32<<20), make([]byte, 32<<20)
+		for i := 0; ; i++ {
+			copy(a, b)
+			b[i%len(b)]++
+		}
+	case "stderrflood":
+		buf := make([]byte, 16<<20)
+		for {
+			floodStderr(buf, 1_000_000)
+		}
+	case "recurse":
+		return guest.Reject("probe: recursed %d deep", recurse(0)), true
 	}
 	return guest.Status{}, false
 }
@@ -323,6 +340,16 @@ func policy() *guest.Policy {
 		return guest.PermitResult{Status: guest.OK()}
 	}
 	return p
+}
+
+// recurse never returns; its frame holds a little state so that the
+// compiler keeps it a real call.
+//
+//go:noinline
+func recurse(n int) int {
+	var pad [8]int
+	pad[n%8] = n
+	return recurse(n+1) + pad[(n+3)%8]
 }
 
 type errorString string
