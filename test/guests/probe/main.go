@@ -61,6 +61,8 @@ type settings struct {
 	//   outofrange (score) a score of 1000, outside 0..100
 	//   bigresult  rejects with 65 MiB of reasons, over the ABI's 64 MiB
 	//   hugereason rejects with one reason of 4 MiB
+	//   manyreasons (filter) rejects each node with 16 distinct reasons
+	//              of 1000 bytes that name the node
 	//   wasi       tries files, environment variables and sockets, and
 	//              rejects with what it found (every attempt should fail)
 	//   bulkcopy   copies 32 MiB with Go's copy (one memory.copy), forever
@@ -273,6 +275,9 @@ func policy() *guest.Policy {
 		if s.At == "postfilter" && selected(c) {
 			return guest.Reject("probe: no node, so that PostFilter runs")
 		}
+		if s.At == "filter" && s.How == "manyreasons" && selected(c) {
+			return manyReasons(n.Name())
+		}
 		if s.RejectLabel != "" {
 			if _, ok := n.Label(s.RejectLabel); ok {
 				return guest.Reject("probe: node %s has label %s", n.Name(), s.RejectLabel)
@@ -350,6 +355,17 @@ func recurse(n int) int {
 	var pad [8]int
 	pad[n%8] = n
 	return recurse(n+1) + pad[(n+3)%8]
+}
+
+// manyReasons rejects node with 16 distinct reasons of 1000 bytes each,
+// "probe: node <node> reason 00: xxx...".
+func manyReasons(node string) guest.Status {
+	reasons := make([]string, 16)
+	for i := range reasons {
+		r := "probe: node " + node + " reason " + strconv.Itoa(i/10) + strconv.Itoa(i%10) + ": "
+		reasons[i] = r + strings.Repeat("x", max(0, 1000-len(r)))
+	}
+	return guest.Status{Code: guest.Unschedulable, Reasons: reasons}
 }
 
 type errorString string
