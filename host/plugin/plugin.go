@@ -248,6 +248,8 @@ type cycleState struct {
 	// the binding phase, which must not read the scheduler's snapshot (the
 	// next cycle rewrites it in place).
 	reserved fwk.NodeInfo
+	// reasons bounds the Filter reasons of the cycle (see maxPodReasons).
+	reasons reasonBudget
 }
 
 // scoredNodes are the names of the nodes PreScore was given, in order. The
@@ -322,7 +324,7 @@ func (s *cycleState) bindingCalls() bool {
 
 // Clone implements fwk.StateData. The state is shared by clones: it is
 // immutable after PreFilter except for per-node score slots written at
-// distinct indices and the ignored flags.
+// distinct indices, the ignored flags and the reason budget.
 func (s *cycleState) Clone() fwk.StateData { return s }
 
 func getState(cs fwk.CycleState) (*cycleState, error) {
@@ -479,7 +481,8 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 // PreFilterExtensions implements fwk.PreFilterPlugin.
 func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-// Filter passes a node only if every policy passes it, in order.
+// Filter passes a node only if every policy passes it, in order. The
+// reasons it returns for a pod's nodes are bounded by the cycle's budget.
 func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
 	st, err := getState(cs)
 	if err != nil {
@@ -510,12 +513,12 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, ni
 				return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: node not evaluated: the scheduler stopped filtering (%v)", e.slot.Args.Name, ctx.Err()))
 			}
 			if fs := pl.failed(ctx, e, abiv1.Point_POINT_FILTER, err); fs != nil {
-				return fs
+				return st.reasons.limit(ctx, e, fs)
 			}
 			continue
 		}
 		if !s.IsSuccess() {
-			return toStatus(s)
+			return st.reasons.limit(ctx, e, toStatus(s))
 		}
 	}
 	return nil
