@@ -248,7 +248,7 @@ type cycleState struct {
 	// the binding phase, which must not read the scheduler's snapshot (the
 	// next cycle rewrites it in place).
 	reserved fwk.NodeInfo
-	// reasons bounds the Filter reasons of the cycle (see maxPodReasons).
+	// reasons bounds the Filter reasons of the cycle (see MaxPodReasons).
 	reasons reasonBudget
 }
 

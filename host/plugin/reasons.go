@@ -10,22 +10,29 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
-// maxPodReasons bounds the distinct Filter reasons the plugin gives the
-// framework for one pod in one scheduling cycle, in bytes, each reason
-// charged reasonOverhead more. When no node fits, the framework writes every
-// distinct reason of every node into the pod's PodScheduled condition
-// ("0/150 nodes are available: 1 <reason>, 1 <reason>, ..."): a policy that
-// rejects each node with its own reasons (up to 16 of 1 KiB per verdict,
-// engine.MaxReasons and engine.MaxReasonBytes) would make that message
-// megabytes long, over etcd's 1.5 MiB object limit and near the API server's
-// 3 MiB request limit, and the status update would be refused: the pod would
-// show no reason at all. 32 KiB holds two verdicts of 16 full reasons, or
-// hundreds of ordinary ones, and keeps the condition well under both limits
-// with room for other plugins' reasons. Preemption's summary, which the
-// framework appends to the same message, can repeat these reasons once (its
-// dry runs call Filter again), so this plugin's share of the message stays
-// under twice the budget, 64 KiB, plus one line per policy.
-const maxPodReasons = 32 << 10
+// MaxPodReasons bounds, in bytes, the distinct reasons the plugin's Filter
+// returns for one pod in one scheduling cycle, each charged 8 bytes more
+// for the framework's count and separator; past it a node's new reasons are
+// replaced by one line per policy (hiddenReasons).
+//
+// When no node fits, the framework writes every distinct reason of every
+// node into the pod's PodScheduled condition ("0/150 nodes are available:
+// 1 <reason>, 1 <reason>, ..."). A policy that rejects each node with its
+// own reasons (up to 16 of 1 KiB per verdict: engine.MaxReasons,
+// engine.MaxReasonBytes) made that message 2.4 MB for 150 nodes, and the
+// status update failed, leaving the pod with no reason at all: "rpc error:
+// code = ResourceExhausted desc = trying to send message larger than max
+// (2410390 vs. 2097152)". The pod is written to etcd whole; the API
+// server's etcd client sends at most 2 MiB, etcd accepts 1.5 MiB by
+// default, the API server takes request bodies up to 3 MiB.
+//
+// 32 KiB holds two verdicts of 16 full reasons or hundreds of ordinary
+// ones, keeps the pod far below those limits with room for other plugins'
+// reasons, and stays cheap to carry in every watch of pods. Preemption's
+// summary, appended to the same message, can repeat these reasons once (its
+// dry runs call Filter again with the same cycle state), so the plugin's
+// share of a message stays under twice the budget plus one line per policy.
+const MaxPodReasons = 32 << 10
 
 // reasonOverhead is what the framework adds to each distinct reason when it
 // prints it: ", " before it and a node count of up to five digits and a
@@ -38,16 +45,16 @@ const reasonOverhead = 8
 // shown: ...". `wasmsched eval` with the pod and nodes exported from the
 // cluster shows every reason.
 var hiddenReasons = fmt.Sprintf("node(s) rejected, reasons not shown: this pod's %s reasons reached the %d KiB limit (wasmsched eval shows them all)",
-	Name, maxPodReasons>>10)
+	Name, MaxPodReasons>>10)
 
 // reasonBudget counts the bytes of distinct reasons a pod's cycle has
-// returned from Filter, up to maxPodReasons. It lives in the cycle state,
+// returned from Filter, up to MaxPodReasons. It lives in the cycle state,
 // shared by the clones preemption takes. The zero value is ready; its
 // methods are safe for concurrent use (Filter runs on up to 16 goroutines)
 // and cost one map lookup for a reason seen before.
 type reasonBudget struct {
 	seen sync.Map     // reason -> struct{}: the reasons returned so far
-	used atomic.Int64 // bytes charged for seen, at most maxPodReasons
+	used atomic.Int64 // bytes charged for seen, at most MaxPodReasons
 	// full: a reason did not fit; no new reason is returned after it, so
 	// the reasons shown are the first ones.
 	full atomic.Bool
@@ -98,10 +105,10 @@ func (b *reasonBudget) admit(ctx context.Context, e *entry, reason string) bool 
 	cost := int64(len(reason) + reasonOverhead)
 	for {
 		used := b.used.Load()
-		if used+cost > maxPodReasons {
+		if used+cost > MaxPodReasons {
 			if b.full.CompareAndSwap(false, true) {
 				klog.FromContext(ctx).V(2).Info("Filter reasons of the pod reached the limit, new ones are not shown",
-					"pod", klog.KObj(e.pod), "policy", e.slot.Args.Name, "limitBytes", maxPodReasons)
+					"pod", klog.KObj(e.pod), "policy", e.slot.Args.Name, "limitBytes", MaxPodReasons)
 			}
 			return false
 		}

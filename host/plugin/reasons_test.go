@@ -80,14 +80,14 @@ func TestReasonBudgetBoundsDistinctReasons(t *testing.T) {
 		}
 		after[node] = got
 	}
-	if n := shownBytes(after); n > maxPodReasons {
-		t.Fatalf("distinct reasons cost %d bytes, budget %d", n, maxPodReasons)
+	if n := shownBytes(after); n > MaxPodReasons {
+		t.Fatalf("distinct reasons cost %d bytes, budget %d", n, MaxPodReasons)
 	}
-	if n := b.used.Load(); n > maxPodReasons {
-		t.Fatalf("budget used %d bytes, limit %d", n, maxPodReasons)
+	if n := b.used.Load(); n > MaxPodReasons {
+		t.Fatalf("budget used %d bytes, limit %d", n, MaxPodReasons)
 	}
 	// Each node's reasons cost 16 × 1008 bytes: two nodes fit whole.
-	whole := maxPodReasons / (16 * (1000 + reasonOverhead))
+	whole := MaxPodReasons / (16 * (1000 + reasonOverhead))
 	for i := range 150 {
 		node := fmt.Sprintf("node-%03d", i)
 		rs := after[node].Reasons()
@@ -103,8 +103,8 @@ func TestReasonBudgetBoundsDistinctReasons(t *testing.T) {
 	}
 	raw, msg := fitMessage(before), fitMessage(after)
 	t.Logf("condition message: %d bytes without the budget, %d with it", len(raw), len(msg))
-	if len(msg) > maxPodReasons+1024 {
-		t.Errorf("condition message of %d bytes, want at most the budget (%d) and a line", len(msg), maxPodReasons)
+	if len(msg) > MaxPodReasons+1024 {
+		t.Errorf("condition message of %d bytes, want at most the budget (%d) and a line", len(msg), MaxPodReasons)
 	}
 	want := fmt.Sprintf("%d gpu: node(s) rejected, reasons not shown: this pod's WasmPolicy reasons reached the 32 KiB limit (wasmsched eval shows them all)", 150-whole)
 	for _, w := range []string{"0/150 nodes are available: ", want, "1 " + nodeReasons("node-000")[0]} {
@@ -196,11 +196,11 @@ func TestReasonBudgetConcurrent(t *testing.T) {
 		}
 		statuses[fmt.Sprintf("node-%d", i)] = s
 	}
-	if n := shownBytes(statuses); n > maxPodReasons || int64(n) != b.used.Load() {
-		t.Fatalf("distinct reasons cost %d bytes, budget used %d, limit %d", n, b.used.Load(), maxPodReasons)
+	if n := shownBytes(statuses); n > MaxPodReasons || int64(n) != b.used.Load() {
+		t.Fatalf("distinct reasons cost %d bytes, budget used %d, limit %d", n, b.used.Load(), MaxPodReasons)
 	}
-	if hidden < nodes-maxPodReasons/200 {
-		t.Fatalf("%d nodes with hidden reasons, want at least %d", hidden, nodes-maxPodReasons/200)
+	if hidden < nodes-MaxPodReasons/200 {
+		t.Fatalf("%d nodes with hidden reasons, want at least %d", hidden, nodes-MaxPodReasons/200)
 	}
 }
 
@@ -299,8 +299,8 @@ func TestFilterReasonsBudget(t *testing.T) {
 		}
 		// The goroutines share the budget out among the first nodes: 32
 		// reasons of 1008 bytes fit.
-		if n, want := shownBytes(statuses), maxPodReasons/(1000+reasonOverhead)*(1000+reasonOverhead); n != want {
-			t.Errorf("%s: distinct reasons cost %d bytes, want %d (the budget is %d)", name, n, want, maxPodReasons)
+		if n, want := shownBytes(statuses), MaxPodReasons/(1000+reasonOverhead)*(1000+reasonOverhead); n != want {
+			t.Errorf("%s: distinct reasons cost %d bytes, want %d (the budget is %d)", name, n, want, MaxPodReasons)
 		}
 		t.Logf("%s: condition message %d bytes, %d nodes with every reason shown", name, len(fitMessage(statuses)), whole)
 	}
