@@ -131,12 +131,13 @@ type replica struct {
 const raceWarning = "WARNING: DATA RACE"
 
 // startReplica runs the binary with config (kube-scheduler --config) at
-// verbosity 2, which logs every binding.
-func startReplica(t *testing.T, name, config string) *replica {
+// verbosity 2, which logs every binding, without serving (--secure-port=0)
+// unless the extra flags say otherwise.
+func startReplica(t *testing.T, name, config string, extra ...string) *replica {
 	t.Helper()
 	bin := schedulerBinary(t)
 	r := &replica{t: t, name: name, out: &lockedBuffer{}, done: make(chan struct{})}
-	r.cmd = exec.Command(bin, "--config="+config, "--secure-port=0", "--v=2")
+	r.cmd = exec.Command(bin, append([]string{"--config=" + config, "--secure-port=0", "--v=2"}, extra...)...)
 	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
 	// The race detector's defaults (exit code 66, keep running after a
 	// report), whatever the test's environment says.

@@ -171,6 +171,7 @@ func TestHostileGuests(t *testing.T) {
 		{"env_import", "imports env.foo, which the sandbox does not provide"},
 		{"abi_v2", "abi_version: module speaks ABI version 2, this scheduler speaks ABI version 1"},
 		{"init_trap", "_initialize: wasm error: unreachable"},
+		{"filter_escape", "not a valid WebAssembly module: code section: function 6: opcode 0x24 at offset 7: global index 1 out of range (1 globals)"},
 	} {
 		digest := c.upload("uploaded", engineGuest(u.guest))
 		msg := c.waitRejected("uploaded", digest, 60*time.Second)
@@ -264,8 +265,8 @@ func TestHostileGuests(t *testing.T) {
 	if want := "policy uploaded@" + loopDigest[:12] + ": _initialize: deadline of 10s exceeded"; msg != want {
 		t.Errorf("upload of init_loop: rejection %q, want %q", msg, want)
 	}
-	if v := metricValue(t, "wasmsched_policy_reloads_total", map[string]string{"policy": "uploaded", "result": "rejected"}); v != 5 {
-		t.Errorf("wasmsched_policy_reloads_total{policy=uploaded,result=rejected} = %v, want 5", v)
+	if v := metricValue(t, "wasmsched_policy_reloads_total", map[string]string{"policy": "uploaded", "result": "rejected"}); v != 6 {
+		t.Errorf("wasmsched_policy_reloads_total{policy=uploaded,result=rejected} = %v, want 6", v)
 	}
 	// The refusals are Events on the policy's ConfigMap too (the recorder
 	// folds repeats into a series, so only the first is sure to be there).
