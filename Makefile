@@ -72,6 +72,7 @@ test-tinygo: examples-tinygo
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestREADME$$' ./examples/...
 	WASMSCHED_REQUIRE_TINYGO=1 WASMSCHED_TINYGO_MODULES=$(BIN)/policies \
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestExample.*TinyGo$$' ./test/e2e/
+	WASMSCHED_REQUIRE_TINYGO=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestEvalStackOverflow$$' ./cmd/wasmsched/
 
 ## protoc: make sure Debian's protoc and its well-known types are installed
 protoc:

@@ -126,3 +126,26 @@ func TestEvalHostileGuests(t *testing.T) {
 		t.Fatalf("exit %d, output %s", code, out)
 	}
 }
+
+// Endless recursion is a stack overflow, reported as such, in a Go guest
+// (the host's limit on the wasm call stack) and in a TinyGo guest (its own
+// stack, first in linear memory, runs out: an access below address 0). The
+// TinyGo case runs where the toolchain is installed (`make test-tinygo`).
+func TestEvalStackOverflow(t *testing.T) {
+	pod, nodes := testdata(t, "pod.yaml"), testdata(t, "nodes.yaml")
+	for _, tc := range []struct{ name, want string }{
+		{"Go", `^wasmsched eval: policy \S+@[0-9a-f]{12}: filter: stack overflow: the call stack went past its limit of 512 KiB \(and 2 more policy failures\)$`},
+		{"TinyGo", `^wasmsched eval: policy \S+@[0-9a-f]{12}: filter: stack overflow: the guest's own stack in linear memory ran out \(wasm error: out of bounds memory access\) \(and 2 more policy failures\)$`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			module := testwasm.Path(t, "test/guests/recurse")
+			if tc.name == "TinyGo" {
+				module = testwasm.TinyGoPath(t, "test/guests/recurse")
+			}
+			code, _, errs := runCLI("eval", "--policy", module, "--pod", pod, "--nodes", nodes, "--memory-limit", "8Mi", "--timeout", "10s")
+			if code != 1 || !regexp.MustCompile(tc.want).MatchString(strings.TrimSpace(errs)) {
+				t.Fatalf("exit %d, stderr %q; want exit 1 and %s", code, errs, tc.want)
+			}
+		})
+	}
+}

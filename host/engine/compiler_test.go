@@ -75,7 +75,7 @@ func TestCompileBounded(t *testing.T) {
 	})
 	// Within the limits, the same module compiles (it then lacks the ABI's
 	// exports, which only a compiled module can tell).
-	_, err := engine.Compile(ctx, bin, engine.Config{Name: "costly"})
+	_, err := engine.Compile(ctx, costlyModule(1000), engine.Config{Name: "costly"})
 	if err == nil || !strings.Contains(err.Error(), "does not export wasmsched_abi_version") {
 		t.Fatalf("Compile with the default limits = %v, want it compiled and refused for its exports", err)
 	}

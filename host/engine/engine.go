@@ -78,10 +78,10 @@ func (c Config) withDefaults() Config {
 		c.InitTimeout = DefaultInitTimeout
 	}
 	if c.CompileTimeout == 0 {
-		c.CompileTimeout = DefaultCompileTimeout
+		c.CompileTimeout = DefaultCompileTimeout * raceSlowdown
 	}
 	if c.CompileMemory == 0 {
-		c.CompileMemory = DefaultCompileMemory
+		c.CompileMemory = DefaultCompileMemory * min(raceSlowdown, 4)
 	}
 	return c
 }

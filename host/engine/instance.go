@@ -15,6 +15,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+	"github.com/wasmsched/wasmsched/host/interrupt"
 )
 
 // MaxMessage bounds any message a guest returns and any request the host
@@ -219,6 +220,9 @@ func (in *Instance) invoke(call string, x export, timeout time.Duration) (uint64
 		switch {
 		case strings.Contains(why, "stack overflow") || strings.Contains(why, "goroutine stack exceeds"):
 			kind = KindStack
+		case strings.Contains(msg, "out of bounds memory access") && in.linearStackExhausted():
+			kind = KindStack
+			msg = "stack overflow: the guest's own stack in linear memory ran out (" + msg + ")"
 		case strings.Contains(why, "out of memory") || uint64(in.mem.Size()) > limit/10*9:
 			kind = KindMemory
 			msg += fmt.Sprintf(" (linear memory %d bytes, limit %d of memoryLimit %d: the memory limit was reached)", in.mem.Size(), limit, in.m.cfg.MemoryLimit)
@@ -226,6 +230,20 @@ func (in *Instance) invoke(call string, x export, timeout time.Duration) (uint64
 		return 0, in.m.errorf(call, kind, errors.New(msg))
 	}
 	return in.stack[0], nil
+}
+
+// linearStackExhausted reports whether the guest keeps a stack in linear
+// memory (package interrupt exports its pointer) and that pointer is near 0
+// or wrapped below it: an LLVM-built guest (TinyGo) places its stack first
+// in memory, growing down, so a recursion too deep for it traps as an
+// access out of bounds with the pointer there.
+func (in *Instance) linearStackExhausted() bool {
+	g := in.mod.ExportedGlobal(interrupt.StackPointerExport)
+	if g == nil {
+		return false
+	}
+	sp := uint32(g.Get())
+	return sp < 4096 || sp > 0xffff0000
 }
 
 // write copies a request into the guest's input buffer and returns its

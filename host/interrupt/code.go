@@ -49,6 +49,8 @@ type rewriter struct {
 	added      [][]byte // encoded types added after the yield type
 
 	check []byte // the budget check
+
+	spExported bool // the module exports StackPointerExport itself
 }
 
 func newRewriter(m *module) *rewriter {
@@ -421,7 +423,11 @@ func (rw *rewriter) exports(body []byte) ([]byte, error) {
 	n := r.u32()
 	out := appendU32(make([]byte, 0, len(body)+8), n)
 	for i := uint32(0); i < n && r.err == nil; i++ {
-		out = appendName(out, r.name())
+		name := r.name()
+		if name == StackPointerExport {
+			rw.spExported = true
+		}
+		out = appendName(out, name)
 		kind := r.byte()
 		idx := r.u32()
 		if r.err != nil {

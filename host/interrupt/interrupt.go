@@ -65,6 +65,13 @@ const (
 	ImportName   = "yield"
 )
 
+// StackPointerExport is the name under which the rewrite exports a module's
+// first global when it looks like the stack pointer of a stack in linear
+// memory (a mutable i32 set to a constant, as LLVM-built guests such as
+// TinyGo's keep it), so that the host can tell a trap caused by that stack
+// running out (the pointer near 0, or wrapped below it) from other traps.
+const StackPointerExport = "wasmsched$stack_pointer"
+
 // Why the instrumented code calls the yield import.
 const (
 	// YieldBudget: the budget ran out; a non-zero answer stops the call.
@@ -262,6 +269,15 @@ func Instrument(bin []byte, lim Limits) ([]byte, error) {
 			stack := append(appendS32([]byte{0x7f, 0x01, 0x41}, int32(lim.StackBytes)), 0x0b) // mut i32 = StackBytes
 			return appendToVector(body, budget, stack)
 		}},
+	}
+	if m.stackPointer && !rw.spExported {
+		steps = append(steps, struct {
+			id   byte
+			name string
+			fn   func(body []byte) ([]byte, error)
+		}{secExport, "export", func(body []byte) ([]byte, error) {
+			return appendToVector(body, appendU32(append(appendName(nil, StackPointerExport), 0x03), m.importedGlobals))
+		}})
 	}
 	for _, st := range steps {
 		if secs, err = upsert(secs, st.id, st.fn); err != nil {

@@ -26,6 +26,9 @@ type module struct {
 	locals          uint64 // in all functions
 	elements        uint64 // element segment entries in all
 	importsYield    bool
+	// stackPointer: the module's first defined global looks like a stack
+	// pointer in linear memory; the rewrite exports it (StackPointerExport).
+	stackPointer bool
 }
 
 func (m *module) globals() uint32 { return m.importedGlobals + m.definedGlobals }
@@ -104,6 +107,10 @@ func (m *module) parse(id byte, body []byte) error {
 		}
 	case secGlobal:
 		m.definedGlobals = r.count()
+		// A first global that is a mutable i32 set to a constant is how
+		// LLVM-built guests (TinyGo, Rust, C) keep their stack pointer.
+		m.stackPointer = m.definedGlobals > 0 && len(r.b) > r.pos+3 &&
+			r.b[r.pos] == 0x7f && r.b[r.pos+1] == 0x01 && r.b[r.pos+2] == 0x41
 		r.pos = len(r.b) // the rewrite reads the rest
 	case secCode:
 		m.bodies = int(r.count())

@@ -1,0 +1,6 @@
+//go:build !race
+
+package engine
+
+// raceSlowdown: see race_on.go.
+const raceSlowdown = 1
