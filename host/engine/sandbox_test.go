@@ -53,6 +53,16 @@ func TestSandboxBoundsTheStack(t *testing.T) {
 	}
 }
 
+// A guest with its own stack in linear memory (as TinyGo keeps it) that
+// recurses past it traps out of bounds with its stack pointer wrapped below
+// 0: reported as a stack overflow, of kind stack.
+func TestSandboxLinearStackOverflow(t *testing.T) {
+	in := start(t, "filter_linear_stack", engine.Config{Name: "filter_linear_stack", MemoryLimit: engine.MinMemoryLimit})
+	_, _, err := in.Filter(0)
+	wantCallError(t, err, "filter_linear_stack", "filter", engine.KindStack,
+		"stack overflow: the guest's own stack in linear memory ran out (wasm error: out of bounds memory access)")
+}
+
 func kib(n uint64) string { return itoa(n >> 10) }
 
 func itoa(n uint64) string {
