@@ -36,6 +36,12 @@ const maxLoads = 2
 // stageQueued: the version waits for an abandoned load to return.
 const stageQueued = "queued"
 
+// loadingShowAfter is how long a load runs before the status is published
+// for it (and for each stage after). The status writer publishes at most
+// once a second: writing for a load that ends within milliseconds would
+// only delay publishing its outcome by a second.
+var loadingShowAfter = 500 * time.Millisecond
+
 // loader is a slot's loading machinery. The mailbox fields are guarded by
 // the slot's mu; the rest is set once by start.
 type loader struct {
@@ -262,15 +268,17 @@ func (s *Slot) begin(ctx context.Context, logger klog.Logger, a *attempt) {
 func (s *Slot) setStage(pend *Pending, stage string) {
 	s.mu.Lock()
 	pend.Stage = stage
-	shown := s.status.Loading == pend
+	publish := s.status.Loading == pend && pend.published
 	s.mu.Unlock()
-	if shown {
+	if publish {
 		s.changed()
 	}
 }
 
-// showLoading publishes what loads now (nil: nothing) and whether the slot
-// is busy (something in the mailbox counts too).
+// showLoading records what loads now (nil: nothing) and whether the slot
+// is busy (something in the mailbox counts too). A load is published once
+// it has run for loadingShowAfter; its end is published by whatever ends
+// it (install, reject, superseded).
 func (s *Slot) showLoading(pend *Pending, busy bool) {
 	s.mu.Lock()
 	changed := s.status.Loading != pend
@@ -280,12 +288,20 @@ func (s *Slot) showLoading(pend *Pending, busy bool) {
 	if !changed {
 		return
 	}
-	if pend != nil {
-		loadingSince.WithLabelValues(s.Args.Name).Set(float64(pend.Since.UnixNano()) / 1e9)
-	} else {
+	if pend == nil {
 		loadingSince.WithLabelValues(s.Args.Name).Set(0)
+		return
 	}
-	s.changed()
+	loadingSince.WithLabelValues(s.Args.Name).Set(float64(pend.Since.UnixNano()) / 1e9)
+	time.AfterFunc(loadingShowAfter, func() {
+		s.mu.Lock()
+		publish := s.status.Loading == pend
+		pend.published = publish
+		s.mu.Unlock()
+		if publish {
+			s.changed()
+		}
+	})
 }
 
 // superseded records a version abandoned before it finished loading

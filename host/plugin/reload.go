@@ -59,6 +59,10 @@ type Pending struct {
 	// abandoned load to return), "compiling", "initialising" (the first
 	// instance's _initialize and settings).
 	Stage string `json:"stage"`
+
+	// published: the status has been published with this load (the
+	// slot's mu guards it).
+	published bool
 }
 
 // Supersession is a version abandoned before it finished loading because a
