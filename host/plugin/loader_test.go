@@ -360,3 +360,40 @@ func TestRollbackAbandonsLoad(t *testing.T) {
 		t.Fatalf("serving %s after %d loads and %d reloads, want a, 2 loads (a, slow) and no reload", short(digestOf(s)), s.load.begun.Load(), s.Status().Reloads)
 	}
 }
+
+// A newer version abandons a load that is still compiling: the per-load
+// context reaches engine.Compile, which kills its compiler child, so the
+// abandoned load returns long before the compile would have ended.
+func TestNewerVersionAbandonsCompile(t *testing.T) {
+	a, b := testwasm.Bytes(t, "test/guests/versions/a"), testwasm.Bytes(t, "test/guests/versions/b")
+	costly := testwasm.CostlyModule(100_000)
+	s := newTestSlot(t, "abandoncompile", "")
+	warm(t, s, b)
+	src := newFakeSource()
+	if _, err := run(t, s, src, func() { src.version(a, "test a") }); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	src.version(costly, "test costly")
+	waitLoading(t, s, source.Digest(costly), "compiling")
+	cancelled := time.Now()
+	src.version(b, "test b")
+	waitFor(t, "version b serving", 30*time.Second, func() bool { return digestOf(s) == source.Digest(b) })
+	waitFor(t, "the abandoned compile to return", 30*time.Second, func() bool { return s.load.inFlight.Load() == 0 })
+	abandoned := time.Since(cancelled)
+	st := s.Status()
+	if sup := st.LastSuperseded; sup == nil || sup.Digest != source.Digest(costly) || sup.Stage != "compiling" || st.LastRejected != nil {
+		t.Fatalf("status %+v: want the costly version superseded while compiling, nothing rejected", st)
+	}
+
+	// The same compile, to its end (the killed child cached nothing).
+	begin := time.Now()
+	_, err := loadVersion(context.Background(), klog.Background(), s.Args, costly, nil)
+	full := time.Since(begin)
+	if err == nil || !strings.Contains(err.Error(), "does not export") {
+		t.Fatalf("the costly module loaded to its end: %v, want it compiled and refused for its exports", err)
+	}
+	t.Logf("abandoned compile returned %v after the newer version arrived; compiling it to the end takes %v", abandoned, full)
+	if abandoned > full/2 {
+		t.Fatalf("the abandoned compile took %v to return, against %v for the whole compile: the cancellation did not reach it", abandoned, full)
+	}
+}
