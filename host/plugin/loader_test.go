@@ -19,8 +19,12 @@ func TestMain(m *testing.M) {
 }
 
 // slowSettings make the probe spin about 5s in its settings hook, under
-// the 10s init deadline: a version that loads, slowly.
-const slowSettings = `{"at": "settings", "how": "sleep"}`
+// the 10s init deadline: a version that loads, slowly. stuckSettings make
+// it spin until that deadline: a version refused after 10s.
+const (
+	slowSettings  = `{"at": "settings", "how": "sleep"}`
+	stuckSettings = `{"at": "settings", "how": "loop"}`
+)
 
 // fakeSource delivers what the test tells it to, calling the handlers on
 // its Run goroutine one at a time, as real sources do.
@@ -59,11 +63,11 @@ func (f *fakeSource) deleted() {
 	<-f.took
 }
 
-// newTestSlot is a slot of policy name with settings, as New makes it,
-// without a scheduler around it.
-func newTestSlot(t *testing.T, name, extra string) *Slot {
+// newTestSlot is a slot of policy name with settings (and extra fields),
+// as New makes it, without a scheduler around it.
+func newTestSlot(t *testing.T, name, settings, extra string) *Slot {
 	t.Helper()
-	a, err := decode(t, `{"policies": [{"name": "`+name+`", "source": {"configMap": "`+name+`"}, "settings": `+slowSettings+extra+`}]}`)
+	a, err := decode(t, `{"policies": [{"name": "`+name+`", "source": {"configMap": "`+name+`"}, "settings": `+settings+extra+`}]}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +89,7 @@ func run(t *testing.T, s *Slot, src *fakeSource, deliver func()) (context.Cancel
 	t.Cleanup(func() {
 		cancel()
 		retireAll([]*Slot{s})
-		waitFor(t, "abandoned loads to return", 20*time.Second, func() bool { return s.load.inFlight.Load() == 0 })
+		waitFor(t, "abandoned loads to return", 30*time.Second, func() bool { return s.load.inFlight.Load() == 0 })
 	})
 	return cancel, err
 }
@@ -141,13 +145,14 @@ func waitLoading(t *testing.T, s *Slot, digest, stage string) (notBefore time.Ti
 }
 
 // A newer version supersedes a load in flight: the source's handler
-// returns at once, the status shows the slow version initialising, the
-// good version serves while the slow one is still running, and the slow
-// one is recorded as superseded, not rejected, and never installed.
+// returns at once, the status shows the stuck version initialising, the
+// good version serves before the stuck one's 10s init deadline, and the
+// stuck one is recorded as superseded, not rejected (as it would be, had it
+// run to its deadline), and never installed.
 func TestNewerVersionSupersedesLoad(t *testing.T) {
 	a, b := testwasm.Bytes(t, "test/guests/versions/a"), testwasm.Bytes(t, "test/guests/versions/b")
 	slow := testwasm.Bytes(t, "test/guests/probe")
-	s := newTestSlot(t, "supersede", "")
+	s := newTestSlot(t, "supersede", stuckSettings, "")
 	warm(t, s, b)
 	src := newFakeSource()
 	if _, err := run(t, s, src, func() { src.version(a, "test a") }); err != nil {
@@ -166,13 +171,14 @@ func TestNewerVersionSupersedesLoad(t *testing.T) {
 		t.Fatalf("the Version handler took %v while a load was in flight", took)
 	}
 	waitFor(t, "version b serving", 30*time.Second, func() bool { return digestOf(s) == source.Digest(b) })
-	// The slow version's settings hook spins 5s from when it began
-	// initialising, after initFrom, whatever the load on the machine: b
-	// serving before initFrom+5s serves before the slow load could end.
-	if d := time.Since(initFrom); d >= 5*time.Second {
-		t.Fatalf("b serving %v after the slow version began initialising: it waited for the superseded load (or the machine is too busy to tell)", d)
+	// The stuck version's settings hook spins until its 10s deadline,
+	// counted from when it began initialising, after initFrom, whatever the
+	// load on the machine: b serving before initFrom+10s serves before the
+	// stuck load could end.
+	if d := time.Since(initFrom); d >= 10*time.Second {
+		t.Fatalf("b serving %v after the stuck version began initialising: it waited for the superseded load (or the machine is too busy to tell)", d)
 	}
-	t.Logf("b serving %v after its upload, %v after the slow version began its 5s initialisation", time.Since(sent), time.Since(initFrom))
+	t.Logf("b serving %v after its upload, %v after the stuck version began initialising (10s deadline)", time.Since(sent), time.Since(initFrom))
 
 	st := s.Status()
 	if st.Loading != nil {
@@ -192,15 +198,18 @@ func TestNewerVersionSupersedesLoad(t *testing.T) {
 		t.Errorf("reloads_total{result=rejected} = %v, want 0", got)
 	}
 
-	// Once the abandoned load returns (its load succeeded), what it made
-	// is closed, not installed.
-	waitFor(t, "the abandoned load to return", 20*time.Second, func() bool { return s.load.inFlight.Load() == 0 })
+	// Once the abandoned load returns (refused at its deadline), nothing
+	// is reported of it.
+	waitFor(t, "the abandoned load to return", 30*time.Second, func() bool { return s.load.inFlight.Load() == 0 })
 	time.Sleep(50 * time.Millisecond)
 	if digestOf(s) != source.Digest(b) {
 		t.Fatalf("serving %s after the abandoned load returned, want b", short(digestOf(s)))
 	}
-	if st := s.Status(); st.Reloads != 1 {
-		t.Fatalf("reloads = %d, want 1 (a -> b)", st.Reloads)
+	if st := s.Status(); st.Reloads != 1 || st.LastRejected != nil {
+		t.Fatalf("reloads = %d, lastRejected = %+v: want 1 (a -> b) and nothing rejected", st.Reloads, st.LastRejected)
+	}
+	if got := counter(t, "supersede", "rejected"); got != 0 {
+		t.Errorf("reloads_total{result=rejected} = %v after the abandoned load returned, want 0", got)
 	}
 }
 
@@ -208,7 +217,7 @@ func TestNewerVersionSupersedesLoad(t *testing.T) {
 // nor once it serves.
 func TestSameDigestLoadsOnce(t *testing.T) {
 	a, slow := testwasm.Bytes(t, "test/guests/versions/a"), testwasm.Bytes(t, "test/guests/probe")
-	s := newTestSlot(t, "samedigest", "")
+	s := newTestSlot(t, "samedigest", slowSettings, "")
 	src := newFakeSource()
 	if _, err := run(t, s, src, func() { src.version(a, "test a") }); err != nil {
 		t.Fatalf("start: %v", err)
@@ -242,7 +251,7 @@ func TestStartupOutcome(t *testing.T) {
 	bad := []byte("\x00asm\x01\x00\x00\x00 but not really")
 
 	t.Run("bad first version", func(t *testing.T) {
-		s := newTestSlot(t, "startbad", "")
+		s := newTestSlot(t, "startbad", slowSettings, "")
 		src := newFakeSource()
 		_, err := run(t, s, src, func() { src.version(bad, "test bad") })
 		if err == nil || !strings.Contains(err.Error(), "not a valid WebAssembly module") {
@@ -253,7 +262,7 @@ func TestStartupOutcome(t *testing.T) {
 		}
 	})
 	t.Run("slow first version superseded by a bad one", func(t *testing.T) {
-		s := newTestSlot(t, "startslowbad", "")
+		s := newTestSlot(t, "startslowbad", slowSettings, "")
 		src := newFakeSource()
 		begin := time.Now()
 		_, err := run(t, s, src, func() {
@@ -270,7 +279,7 @@ func TestStartupOutcome(t *testing.T) {
 		t.Logf("start-up failed after %v, the superseded load still running: %d", time.Since(begin), s.load.inFlight.Load())
 	})
 	t.Run("slow first version superseded by a good one", func(t *testing.T) {
-		s := newTestSlot(t, "startslowgood", "")
+		s := newTestSlot(t, "startslowgood", slowSettings, "")
 		src := newFakeSource()
 		_, err := run(t, s, src, func() {
 			src.version(slow, "test slow")
@@ -290,7 +299,7 @@ func TestStartupOutcome(t *testing.T) {
 // nothing is installed afterwards.
 func TestShutdownAbandonsLoad(t *testing.T) {
 	a, slow := testwasm.Bytes(t, "test/guests/versions/a"), testwasm.Bytes(t, "test/guests/probe")
-	s := newTestSlot(t, "shutdown", "")
+	s := newTestSlot(t, "shutdown", slowSettings, "")
 	src := newFakeSource()
 	cancel, err := run(t, s, src, func() { src.version(a, "test a") })
 	if err != nil {
@@ -314,7 +323,7 @@ func TestShutdownAbandonsLoad(t *testing.T) {
 // flight and deactivates the policy; nothing is installed afterwards.
 func TestDeactivateSupersedesLoad(t *testing.T) {
 	a, slow := testwasm.Bytes(t, "test/guests/versions/a"), testwasm.Bytes(t, "test/guests/probe")
-	s := newTestSlot(t, "deactivate", `, "onDelete": "Deactivate"`)
+	s := newTestSlot(t, "deactivate", slowSettings, `, "onDelete": "Deactivate"`)
 	src := newFakeSource()
 	if _, err := run(t, s, src, func() { src.version(a, "test a") }); err != nil {
 		t.Fatalf("start: %v", err)
@@ -341,7 +350,7 @@ func TestDeactivateSupersedesLoad(t *testing.T) {
 // the way out of a stuck load is to push the previous version.
 func TestRollbackAbandonsLoad(t *testing.T) {
 	a, slow := testwasm.Bytes(t, "test/guests/versions/a"), testwasm.Bytes(t, "test/guests/probe")
-	s := newTestSlot(t, "rollback", "")
+	s := newTestSlot(t, "rollback", slowSettings, "")
 	src := newFakeSource()
 	if _, err := run(t, s, src, func() { src.version(a, "test a") }); err != nil {
 		t.Fatalf("start: %v", err)
@@ -367,7 +376,7 @@ func TestRollbackAbandonsLoad(t *testing.T) {
 func TestNewerVersionAbandonsCompile(t *testing.T) {
 	a, b := testwasm.Bytes(t, "test/guests/versions/a"), testwasm.Bytes(t, "test/guests/versions/b")
 	costly := testwasm.CostlyModule(100_000)
-	s := newTestSlot(t, "abandoncompile", "")
+	s := newTestSlot(t, "abandoncompile", slowSettings, "")
 	warm(t, s, b)
 	src := newFakeSource()
 	if _, err := run(t, s, src, func() { src.version(a, "test a") }); err != nil {
