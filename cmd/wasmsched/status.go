@@ -20,7 +20,8 @@ import (
 )
 
 // runStatus prints what every scheduler replica reports of its policies:
-// the active digest, when it was loaded, and the last rejected upload.
+// the active digest, when it was loaded, the version loading now, and the
+// last rejected upload.
 func runStatus(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -70,24 +71,42 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		_, err = fmt.Fprintf(stdout, "%s\n", b)
 		return err
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "REPLICA\tPROFILE\tPOLICY\tMODE\tACTIVE DIGEST\tLOADED\tRELOADS\tLAST REJECTED")
+	return printStatus(stdout, reports, time.Now())
+}
+
+// printStatus prints reports as a table. A version loading shows as
+// "compiling 3f2a1c9e0b7d for 12s", the time measured from when the
+// scheduler received it to now.
+func printStatus(w io.Writer, reports []plugin.Status, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "REPLICA\tPROFILE\tPOLICY\tMODE\tACTIVE DIGEST\tLOADED\tRELOADS\tLOADING\tLAST REJECTED")
 	for _, r := range reports {
 		for _, p := range r.Policies {
 			digest := "(none)"
 			if p.Active && p.Digest != "" {
-				digest = p.Digest[:12]
+				digest = short(p.Digest)
 			}
 			loaded := "-"
 			if !p.LoadedAt.IsZero() {
 				loaded = p.LoadedAt.UTC().Format(time.RFC3339)
 			}
+			loading := "-"
+			if l := p.Loading; l != nil {
+				loading = fmt.Sprintf("%s %s for %v", l.Stage, short(l.Digest), max(0, now.Sub(l.Since)).Round(time.Second))
+			}
 			rejected := "-"
 			if lr := p.LastRejected; lr != nil {
 				rejected = lr.At.UTC().Format(time.RFC3339) + " " + strings.ReplaceAll(lr.Error, "\n", " ")
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.Replica, r.Profile, p.Policy, p.Mode, digest, loaded, p.Reloads, rejected)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Replica, r.Profile, p.Policy, p.Mode, digest, loaded, p.Reloads, loading, rejected)
 		}
 	}
 	return tw.Flush()
+}
+
+func short(digest string) string {
+	if len(digest) > 12 {
+		return digest[:12]
+	}
+	return digest
 }

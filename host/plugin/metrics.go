@@ -51,7 +51,7 @@ var (
 	reloadsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      subsystem,
 		Name:           "policy_reloads_total",
-		Help:           "Policy version changes by policy and result: success (swapped in), rejected (the upload was refused, the current version keeps serving), deleted (the source disappeared).",
+		Help:           "Policy version changes by policy and result: success (swapped in), rejected (the upload was refused, the current version keeps serving), superseded (a newer version replaced it before it finished loading), deleted (the source disappeared).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"policy", "result"})
 	reloadDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
@@ -59,6 +59,12 @@ var (
 		Name:           "policy_reload_duration_seconds",
 		Help:           "Time to validate and swap in a new policy version, from its bytes to serving.",
 		Buckets:        metrics.ExponentialBuckets(0.005, 2, 12),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"policy"})
+	loadingSince = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      subsystem,
+		Name:           "policy_loading_since_seconds",
+		Help:           "Unix time at which the source handed over the version each policy is loading now, 0 when none loads: time() minus it is how long the load has taken so far.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"policy"})
 	shadowDisagreements = metrics.NewCounterVec(&metrics.CounterOpts{
@@ -80,7 +86,7 @@ var (
 func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(callsTotal, errorsTotal, skipsTotal, callDuration, activeVersion, instancesGauge,
-			reloadsTotal, reloadDuration, shadowDisagreements, shadowComparisons)
+			reloadsTotal, reloadDuration, loadingSince, shadowDisagreements, shadowComparisons)
 		legacyregistry.CustomMustRegister(guestTime)
 	})
 }

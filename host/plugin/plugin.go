@@ -93,6 +93,10 @@ type Slot struct {
 	// onSwap runs after a new version (or none) replaced a served one.
 	onSwap func()
 
+	// load hands versions from the source to the loader goroutine
+	// (loader.go).
+	load loader
+
 	mu     sync.Mutex
 	status SlotStatus
 }
@@ -193,8 +197,9 @@ func (pl *Plugin) requeue() {
 	}
 }
 
-// loadVersion compiles, validates and starts a policy version.
-func loadVersion(ctx context.Context, logger klog.Logger, pa PolicyArgs, wasm []byte) (*policy.Policy, error) {
+// loadVersion compiles, validates and starts a policy version. ctx bounds
+// the load (policy.Load); stage, if set, is told each stage as it begins.
+func loadVersion(ctx context.Context, logger klog.Logger, pa PolicyArgs, wasm []byte, stage func(string)) (*policy.Policy, error) {
 	start := time.Now()
 	cfg := pa.engineConfig()
 	name := pa.Name
@@ -208,8 +213,13 @@ func loadVersion(ctx context.Context, logger klog.Logger, pa PolicyArgs, wasm []
 			logger.Info(msg, "policy", name)
 		}
 	}
-	p, err := policy.Load(ctx, policy.Options{Name: name, Wasm: wasm, Settings: pa.Settings, Engine: cfg, MaxInstances: pa.MaxInstances})
+	p, err := policy.Load(ctx, policy.Options{Name: name, Wasm: wasm, Settings: pa.Settings, Engine: cfg, MaxInstances: pa.MaxInstances, Stage: stage})
 	if err != nil {
+		if ctx.Err() != nil {
+			// Superseded or shut down: the caller says which.
+			logger.V(2).Info("Policy load abandoned", "policy", name, "duration", time.Since(start))
+			return nil, err
+		}
 		logger.Error(err, "Policy rejected", "policy", name)
 		return nil, err
 	}

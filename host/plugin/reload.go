@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/wasmsched/wasmsched/host/policy"
 	"github.com/wasmsched/wasmsched/host/source"
 )
 
@@ -28,8 +29,8 @@ var (
 	filePoll   = time.Second
 )
 
-// SlotStatus is what a slot reports: the version it runs and the last
-// upload it refused.
+// SlotStatus is what a slot reports: the version it runs, the version it
+// is loading, and the last upload it refused or abandoned.
 type SlotStatus struct {
 	Policy   string    `json:"policy"`
 	Mode     Mode      `json:"mode"`
@@ -40,6 +41,42 @@ type SlotStatus struct {
 	Reloads  int       `json:"reloads"`
 	// LastRejected is the last version (or source state) refused, and why.
 	LastRejected *Rejection `json:"lastRejected,omitempty"`
+	// Loading is the version being loaded now, if any: it is neither
+	// serving nor refused yet.
+	Loading *Pending `json:"loading,omitempty"`
+	// LastSuperseded is the last version abandoned before it finished
+	// loading because a newer one replaced it.
+	LastSuperseded *Supersession `json:"lastSuperseded,omitempty"`
+}
+
+// Pending is a version being loaded.
+type Pending struct {
+	Digest string `json:"digest"`
+	Origin string `json:"origin,omitempty"`
+	// Since is when the source handed the version over.
+	Since time.Time `json:"since"`
+	// Stage is how far the load has got: "queued" (waiting for an
+	// abandoned load to return), "compiling", "initialising" (the first
+	// instance's _initialize and settings).
+	Stage string `json:"stage"`
+
+	// published: the status has been published with this load (the
+	// slot's mu guards it).
+	published bool
+}
+
+// Supersession is a version abandoned before it finished loading because a
+// newer version (or the deletion of the source, with onDelete Deactivate)
+// replaced it. It says nothing about the version's bytes.
+type Supersession struct {
+	Digest string    `json:"digest"`
+	Origin string    `json:"origin,omitempty"`
+	At     time.Time `json:"at"`
+	// Stage is how far its load had got.
+	Stage string `json:"stage"`
+	// By is the digest of the version that replaced it; empty when the
+	// source was deleted.
+	By string `json:"by,omitempty"`
 }
 
 // Rejection is a refused upload.
@@ -60,26 +97,29 @@ func newSource(pa PolicyArgs, h fwk.Handle, namespace string) source.Source {
 	return source.NewFile(pa.Source.File, filePoll)
 }
 
-// start runs the slot's source for the life of ctx and waits for the first
-// version: a policy that cannot load at start-up stops the scheduler from
-// starting, with the reason.
+// start runs the slot's source and loader (loader.go) for the life of ctx
+// and waits for the first version to load or fail: a policy that cannot
+// load at start-up stops the scheduler from starting, with the reason. A
+// first version superseded by a newer one is no answer; the newer one's
+// load is.
 func (s *Slot) start(ctx context.Context, logger klog.Logger, src source.Source) error {
 	first := make(chan error, 1)
 	var once sync.Once
 	report := func(err error) { once.Do(func() { first <- err }) }
+	s.load.wake = make(chan struct{}, 1)
+	s.load.results = make(chan *attempt)
+	s.load.done = make(chan struct{})
+	go s.runLoader(ctx, logger, report)
 	go src.Run(ctx, source.Handlers{
-		Version: func(v source.Version) { report(s.install(ctx, logger, v)) },
+		Version: s.offer,
 		Error: func(err error) {
 			s.reject("", err)
-			report(err)
-		},
-		Deleted: func() {
-			if s.Current() == nil {
-				report(fmt.Errorf("policy %s: %s does not exist", s.Args.Name, describeSource(s.Args.Source)))
-				return
+			if !s.loading() {
+				// While a version loads, its outcome answers start-up.
+				report(err)
 			}
-			s.deleted(logger)
 		},
+		Deleted: s.offerDeleted,
 	})
 	select {
 	case err := <-first:
@@ -104,23 +144,14 @@ func describeSource(src Source) string {
 	return "file " + src.File
 }
 
-// install validates a version off the scheduling path (compile, start,
-// initialise with the settings) and swaps it in atomically. The previous
-// version keeps serving the cycles pinned to it and is closed once unused.
-// A version that fails validation is refused and the current one keeps
-// serving.
-func (s *Slot) install(ctx context.Context, logger klog.Logger, v source.Version) error {
-	if cur := s.Current(); cur != nil && cur.Digest() == v.Digest {
-		return nil
-	}
-	start := time.Now()
-	p, err := loadVersion(ctx, logger, s.Args, v.Module)
-	if err != nil {
-		s.reject(v.Digest, err)
-		return err
-	}
+// install swaps in p, a version of v loaded and validated off the
+// scheduling path (compiled, started, initialised with the settings) by
+// the loader, which calls it; since is when the source handed v over. The
+// previous version keeps serving the cycles pinned to it and is closed
+// once unused.
+func (s *Slot) install(logger klog.Logger, p *policy.Policy, v source.Version, since time.Time) {
 	old := s.Swap(p)
-	reloadDuration.WithLabelValues(s.Args.Name).Observe(time.Since(start).Seconds())
+	reloadDuration.WithLabelValues(s.Args.Name).Observe(time.Since(since).Seconds())
 	reloadsTotal.WithLabelValues(s.Args.Name, "success").Inc()
 	s.mu.Lock()
 	s.status.Digest, s.status.Origin, s.status.LoadedAt, s.status.Active = p.Digest(), v.Origin, p.LoadedAt(), true
@@ -133,13 +164,12 @@ func (s *Slot) install(ctx context.Context, logger klog.Logger, v source.Version
 		s.onSwap()
 	}
 	if old != nil {
-		logger.Info("Policy version swapped", "policy", s.Args.Name, "from", old.Digest(), "to", p.Digest(), "origin", v.Origin, "duration", time.Since(start))
+		logger.Info("Policy version swapped", "policy", s.Args.Name, "from", old.Digest(), "to", p.Digest(), "origin", v.Origin, "duration", time.Since(since))
 		go func() {
 			_ = old.Retire(context.Background(), retireIdle, retirePoll, retireMax)
 			logger.V(2).Info("Policy version retired", "policy", s.Args.Name, "digest", old.Digest())
 		}()
 	}
-	return nil
 }
 
 // reject records a refused upload: log, metric, an Event on the ConfigMap
@@ -173,7 +203,8 @@ func (s *Slot) event(err error) {
 	s.recorder.Eventf(ref, nil, v1.EventTypeWarning, "PolicyRejected", "Load", "policy %s: upload rejected, version %s keeps serving: %v", s.Args.Name, short(s.currentDigest()), err)
 }
 
-// deleted handles the disappearance of the policy's source.
+// deleted handles the disappearance of the policy's source. The loader
+// calls it.
 func (s *Slot) deleted(logger klog.Logger) {
 	if s.Args.OnDelete == OnDeleteDeactivate {
 		old := s.current.Swap(nil)
@@ -221,6 +252,14 @@ func (s *Slot) Status() SlotStatus {
 		r := *st.LastRejected
 		st.LastRejected = &r
 	}
+	if st.Loading != nil {
+		l := *st.Loading
+		st.Loading = &l
+	}
+	if st.LastSuperseded != nil {
+		sup := *st.LastSuperseded
+		st.LastSuperseded = &sup
+	}
 	return st
 }
 
@@ -231,10 +270,14 @@ func (s *Slot) changed() {
 }
 
 // retireAll closes every slot's version and stops reporting its metrics
-// (plugin shutdown).
+// (plugin shutdown, once the slots' context is done). It waits for each
+// slot's loader to stop, so that no version is installed after it; loads
+// still running close what they make.
 func retireAll(slots []*Slot) {
 	for _, s := range slots {
+		s.waitLoader()
 		guestTime.remove(s)
+		loadingSince.DeleteLabelValues(s.Args.Name)
 		if p := s.current.Swap(nil); p != nil {
 			_ = p.Close(context.Background())
 		}

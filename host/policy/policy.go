@@ -35,7 +35,19 @@ type Options struct {
 	Engine engine.Config
 	// MaxInstances bounds the pool; 0 means DefaultMaxInstances().
 	MaxInstances int
+	// Stage, if set, is told each stage of Load as it begins
+	// (StageCompiling, then StageInitialising), on Load's goroutine.
+	Stage func(stage string)
 }
+
+// The stages of Load, as reported to Options.Stage.
+const (
+	// StageCompiling: validating and compiling the module.
+	StageCompiling = "compiling"
+	// StageInitialising: instantiating the first instance, running its
+	// _initialize and passing it the settings.
+	StageInitialising = "initialising"
+)
 
 // DefaultMaxInstances is twice GOMAXPROCS, at least 2: wasm calls are not
 // preemptible, so at most GOMAXPROCS instances run at once, and the spare
@@ -106,15 +118,42 @@ type member struct {
 // instance, so that every error a version can have at start-up (bad bytes,
 // wrong ABI, missing exports, a trap in _initialize, rejected settings)
 // surfaces here, not in a scheduling cycle.
+//
+// ctx bounds the load: it reaches engine.Compile and the first instance,
+// and Load checks it between stages, so a load whose ctx is done returns an
+// error wrapping ctx.Err() and keeps nothing. (A guest's _initialize and
+// settings hook do not watch ctx: they run to their own init deadline.)
+// The Policy returned does not keep ctx.
 func Load(ctx context.Context, opts Options) (*Policy, error) {
 	if opts.Name == "" {
 		return nil, fmt.Errorf("policy name is empty")
 	}
+	stage := func(s string) {
+		if opts.Stage != nil {
+			opts.Stage(s)
+		}
+	}
+	abandoned := func() error {
+		return fmt.Errorf("policy %s: load abandoned: %w", opts.Name, ctx.Err())
+	}
+	if ctx.Err() != nil {
+		return nil, abandoned()
+	}
 	opts.Engine.Name = opts.Name
+	stage(StageCompiling)
 	mod, err := engine.Compile(ctx, opts.Wasm, opts.Engine)
+	if ctx.Err() != nil {
+		// Abandoned, whatever Compile made of it: an error then is only
+		// the symptom of the cancellation.
+		if err == nil {
+			_ = mod.Close(context.Background())
+		}
+		return nil, abandoned()
+	}
 	if err != nil {
 		return nil, err
 	}
+	stage(StageInitialising)
 	p := &Policy{
 		name:     opts.Name,
 		module:   mod,
@@ -122,8 +161,13 @@ func Load(ctx context.Context, opts Options) (*Policy, error) {
 		loadedAt: time.Now(),
 	}
 	first, info, err := p.newMember(ctx)
+	if ctx.Err() != nil {
+		// The module's instances close with it.
+		_ = mod.Close(context.Background())
+		return nil, abandoned()
+	}
 	if err != nil {
-		_ = mod.Close(ctx)
+		_ = mod.Close(context.Background())
 		return nil, err
 	}
 	p.info = info

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,9 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	"github.com/wasmsched/wasmsched/host/plugin"
 	"github.com/wasmsched/wasmsched/host/source"
+	"github.com/wasmsched/wasmsched/internal/controlplane"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
@@ -241,4 +245,100 @@ func TestShadowMode(t *testing.T) {
 	}
 	assertMetric(t, `wasmsched_shadow_disagreements_total{point="filter",policy="placer",shadow="canary"}`)
 	assertMetric(t, `wasmsched_shadow_comparisons_total{point="filter",policy="placer",shadow="canary"}`)
+}
+
+// A version slow to load does not hold up the next one. The probe, with
+// these settings, spins in its settings hook until the 10s init deadline
+// stops it, so on its own it would be rejected 10s after it began loading.
+// While it spins, the published status shows it initialising; a good
+// version uploaded then serves well before that deadline, and the probe is
+// reported superseded: never serving, never rejected.
+func TestReloadSupersedesSlowLoad(t *testing.T) {
+	a, b := testwasm.Bytes(t, "test/guests/versions/a"), testwasm.Bytes(t, "test/guests/versions/b")
+	slow := testwasm.Bytes(t, "test/guests/probe")
+	c := startCluster(t, nil)
+	c.namespace(policyNamespace)
+	digestA := c.upload("slowload", a)
+	restartScheduler(t, c, []policy{{Name: "slowload", ConfigMap: "slowload", Settings: `{"at": "settings", "how": "loop"}`}})
+	c.waitActive("slowload", digestA, 30*time.Second)
+
+	digestSlow := c.upload("slowload", slow)
+	var loading plugin.Pending
+	if last, ok := c.waitStatus("slowload", 60*time.Second, func(p plugin.SlotStatus) bool {
+		if p.Loading != nil && p.Loading.Digest == digestSlow && p.Loading.Stage == "initialising" {
+			loading = *p.Loading
+			return true
+		}
+		return false
+	}); !ok {
+		t.Fatalf("the status never showed %s initialising; last: %s", digestSlow[:12], last)
+	}
+	digestB := c.upload("slowload", b)
+	slowServed := false
+	last, ok := c.waitStatus("slowload", 60*time.Second, func(p plugin.SlotStatus) bool {
+		slowServed = slowServed || p.Digest == digestSlow
+		return p.Digest == digestB
+	})
+	if !ok || slowServed {
+		t.Fatalf("b not serving, or the slow version served first (%v); last status: %s", slowServed, last)
+	}
+	// Both times are the scheduler's: the slow load could not end before
+	// loading.Since + 10s, and b served no later than the report saying so.
+	var report plugin.Status
+	if err := json.Unmarshal([]byte(last), &report); err != nil {
+		t.Fatal(err)
+	}
+	if d := report.Updated.Sub(loading.Since); d >= 10*time.Second {
+		t.Fatalf("b reported serving %v after the slow version arrived: it waited for the slow load", d)
+	}
+	t.Logf("b reported serving %v after the slow version arrived (which could not end before 10s)", report.Updated.Sub(loading.Since))
+
+	// Once the slow load's deadline has passed, b still serves and the
+	// slow version is superseded, not rejected.
+	time.Sleep(time.Until(loading.Since.Add(11 * time.Second)))
+	last, ok = c.waitStatus("slowload", 10*time.Second, func(p plugin.SlotStatus) bool {
+		return p.Loading == nil && p.LastSuperseded != nil && p.LastSuperseded.Digest == digestSlow
+	})
+	if !ok {
+		t.Fatalf("the slow version not reported superseded; status: %s", last)
+	}
+	if err := json.Unmarshal([]byte(last), &report); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range report.Policies {
+		if p.Policy == "slowload" && (p.Digest != digestB || p.LastRejected != nil || p.LastSuperseded.By != digestB || p.LastSuperseded.Stage != "initialising") {
+			t.Fatalf("status %s: want b serving, the slow version superseded by b while initialising, nothing rejected", last)
+		}
+	}
+	if v := metricValue(t, "wasmsched_policy_reloads_total", map[string]string{"policy": "slowload", "result": "superseded"}); v != 1 {
+		t.Errorf("wasmsched_policy_reloads_total{policy=slowload,result=superseded} = %v, want 1", v)
+	}
+	if v := metricValue(t, "wasmsched_policy_reloads_total", map[string]string{"policy": "slowload", "result": "rejected"}); v != 0 {
+		t.Errorf("wasmsched_policy_reloads_total{policy=slowload,result=rejected} = %v, want 0", v)
+	}
+}
+
+// A policy whose first version cannot load stops the scheduler from
+// starting, with the policy, the version and the reason; with the loader
+// between the source and the load, start-up still waits for that outcome.
+func TestStartupRefusesBadFirstVersion(t *testing.T) {
+	c := startCluster(t, nil)
+	c.namespace(policyNamespace)
+	bad, err := os.ReadFile(filepath.Join(testwasm.Root(t), "host", "engine", "testdata", "abi_v2.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := c.upload("badstart", bad)
+	s, err := controlplane.StartScheduler(context.Background(), controlplane.SchedulerOptions{
+		Kubeconfig:      c.kubeconfig,
+		ConfigFile:      schedulerConfig(t, t.TempDir(), c.kubeconfig, []policy{{Name: "badstart", ConfigMap: "badstart"}}),
+		RegistryOptions: []app.Option{app.WithPlugin(plugin.Name, plugin.New)},
+	})
+	if err == nil {
+		s.Stop()
+		t.Fatal("the scheduler started with a policy that cannot load")
+	}
+	if want := "policy badstart@" + digest[:12] + ": abi_version: module speaks ABI version 2"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("start-up error %q, want it to contain %q", err, want)
+	}
 }

@@ -1,0 +1,332 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/wasmsched/wasmsched/host/policy"
+	"github.com/wasmsched/wasmsched/host/source"
+)
+
+// Loading versions off the source's goroutine.
+//
+// Compiling a hostile module can take minutes, so a source's handlers never
+// load anything: they leave the newest request in the slot's mailbox and
+// return. Each slot has one loader goroutine (runLoader) that takes the
+// mailbox, decides what to load, runs each load in a goroutine of its own
+// (an attempt) under a context of its own, and installs or rejects what the
+// attempt returns. Latest wins: a newer version cancels the load in flight
+// and replaces one not started yet. Only the loader changes the version a
+// slot runs (install, deactivate), so those changes keep the order the
+// source reported them in.
+
+// maxLoads bounds the loads of one policy alive at once: the one in flight
+// and one abandoned that has not returned yet. An abandoned load returns as
+// soon as engine.Compile sees its context cancelled, or, if it had reached
+// the guest's _initialize or settings hook, which only their init deadline
+// stops (10s), when that ends; until then it holds a core and its memory,
+// so a burst of uploads must not pile loads up. A newer version waits
+// (stage "queued") while maxLoads loads are alive.
+const maxLoads = 2
+
+// stageQueued: the version waits for an abandoned load to return.
+const stageQueued = "queued"
+
+// loadingShowAfter is how long a load runs before the status is published
+// for it (and for each stage after). The status writer publishes at most
+// once a second: writing for a load that ends within milliseconds would
+// only delay publishing its outcome by a second.
+var loadingShowAfter = 500 * time.Millisecond
+
+// loader is a slot's loading machinery. The mailbox fields are guarded by
+// the slot's mu; the rest is set once by start.
+type loader struct {
+	// next is the newest version handed over and not taken yet; deleted
+	// says the source reported its deletion since the loader last looked.
+	next    *request
+	deleted bool
+	// busy: something is in the mailbox or loading (for start-up).
+	busy bool
+
+	wake    chan struct{} // capacity 1: the mailbox changed
+	results chan *attempt
+	done    chan struct{} // closed when the loader goroutine has returned
+
+	// inFlight counts loads not returned yet, abandoned ones included;
+	// begun counts loads started. Shutdown does not wait for loads in
+	// flight (an abandoned one may take up to its init deadline); tests do.
+	inFlight atomic.Int32
+	begun    atomic.Int64
+}
+
+// request is a version handed over by the source.
+type request struct {
+	v  source.Version
+	at time.Time
+}
+
+// attempt is one load of a version. pend is its status entry (its Stage is
+// guarded by the slot's mu). p and err are set by the attempt's goroutine
+// before it sends the attempt to the loader.
+type attempt struct {
+	req    *request
+	pend   *Pending
+	cancel context.CancelFunc
+	p      *policy.Policy
+	err    error
+}
+
+func (a *attempt) digest() string { return a.req.v.Digest }
+
+// offer is the source's Version handler: it leaves v as the newest request
+// and returns at once. A version still waiting in the mailbox is replaced
+// without ever starting.
+func (s *Slot) offer(v source.Version) {
+	s.mu.Lock()
+	old := s.load.next
+	s.load.next = &request{v: v, at: time.Now()}
+	s.load.busy = true
+	s.mu.Unlock()
+	if old != nil && old.v.Digest != v.Digest {
+		s.superseded(&Pending{Digest: old.v.Digest, Origin: old.v.Origin, Since: old.at, Stage: stageQueued}, v.Digest)
+	}
+	s.poke()
+}
+
+// offerDeleted is the source's Deleted handler. With onDelete Deactivate a
+// version waiting in the mailbox is dropped: the deletion is newer.
+func (s *Slot) offerDeleted() {
+	s.mu.Lock()
+	var dropped *request
+	if s.Args.OnDelete == OnDeleteDeactivate {
+		dropped, s.load.next = s.load.next, nil
+	}
+	s.load.deleted = true
+	s.mu.Unlock()
+	if dropped != nil {
+		s.superseded(&Pending{Digest: dropped.v.Digest, Origin: dropped.v.Origin, Since: dropped.at, Stage: stageQueued}, "")
+	}
+	s.poke()
+}
+
+func (s *Slot) poke() {
+	select {
+	case s.load.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loading reports whether a version is waiting or loading.
+func (s *Slot) loading() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.load.busy
+}
+
+// runLoader is the slot's loader goroutine; it returns when ctx is done,
+// cancelling the load in flight. report receives the outcome of each load
+// that ran to its end (nil: installed) and the start-up failures of a
+// deleted source; start takes the first.
+func (s *Slot) runLoader(ctx context.Context, logger klog.Logger, report func(error)) {
+	l := &s.load
+	defer close(l.done)
+	// run is the load in flight, queued a version waiting for an
+	// abandoned load to return; never both. alive counts attempts that
+	// have not returned, run included.
+	var run, queued *attempt
+	alive := 0
+
+	want := func(r *request) {
+		d := r.v.Digest
+		if (run != nil && run.digest() == d) || (queued != nil && queued.digest() == d) {
+			return // the same bytes are on their way
+		}
+		if queued != nil {
+			s.superseded(queued.pend, d)
+			queued = nil
+		}
+		if run != nil {
+			run.cancel()
+			s.superseded(run.pend, d)
+			run = nil
+		}
+		if s.currentDigest() == d {
+			return // back to the version serving: nothing to load
+		}
+		queued = &attempt{req: r, pend: &Pending{Digest: d, Origin: r.v.Origin, Since: r.at, Stage: stageQueued}}
+	}
+	deleted := func() {
+		if s.Args.OnDelete == OnDeleteDeactivate {
+			if queued != nil {
+				s.superseded(queued.pend, "")
+				queued = nil
+			}
+			if run != nil {
+				run.cancel()
+				s.superseded(run.pend, "")
+				run = nil
+			}
+		}
+		if s.Current() == nil && run == nil && queued == nil {
+			report(fmt.Errorf("policy %s: %s does not exist", s.Args.Name, describeSource(s.Args.Source)))
+			return
+		}
+		s.deleted(logger)
+	}
+
+	for {
+		select {
+		case <-ctx.Done():
+			if run != nil {
+				run.cancel()
+				logger.V(2).Info("Policy load abandoned: shutting down", "policy", s.Args.Name, "digest", run.digest())
+			}
+			s.showLoading(nil, false)
+			return
+		case <-l.wake:
+			s.mu.Lock()
+			r, del := l.next, l.deleted
+			l.next, l.deleted = nil, false
+			s.mu.Unlock()
+			// A deactivating deletion dropped the versions before it
+			// (offerDeleted), so a version still here came after it;
+			// with Keep, the version came first or the order does not
+			// matter.
+			if del && s.Args.OnDelete == OnDeleteDeactivate {
+				deleted()
+			}
+			if r != nil {
+				want(r)
+			}
+			if del && s.Args.OnDelete != OnDeleteDeactivate {
+				deleted()
+			}
+		case a := <-l.results:
+			alive--
+			switch {
+			case a != run || ctx.Err() != nil:
+				// Abandoned (superseded, recorded then) or shutting
+				// down: whatever it made goes.
+				if a.p != nil {
+					_ = a.p.Close(context.Background())
+				}
+			case a.err != nil:
+				run = nil
+				s.reject(a.digest(), a.err)
+				report(a.err)
+			default:
+				run = nil
+				s.install(logger, a.p, a.req.v, a.pend.Since)
+				report(nil)
+			}
+		}
+		if run == nil && queued != nil && alive < maxLoads {
+			run, queued = queued, nil
+			alive++
+			s.begin(ctx, logger, run)
+		}
+		switch {
+		case run != nil:
+			s.showLoading(run.pend, true)
+		case queued != nil:
+			s.showLoading(queued.pend, true)
+		default:
+			s.showLoading(nil, false)
+		}
+	}
+}
+
+// begin starts a's load in its own goroutine, under a context that the
+// loader cancels when a newer version supersedes it and that ends with
+// ctx (shutdown).
+func (s *Slot) begin(ctx context.Context, logger klog.Logger, a *attempt) {
+	l := &s.load
+	var actx context.Context
+	actx, a.cancel = context.WithCancel(ctx)
+	l.begun.Add(1)
+	l.inFlight.Add(1)
+	go func() {
+		defer l.inFlight.Add(-1)
+		p, err := loadVersion(actx, logger, s.Args, a.req.v.Module, func(stage string) { s.setStage(a.pend, stage) })
+		a.cancel()
+		a.p, a.err = p, err
+		select {
+		case l.results <- a:
+		case <-ctx.Done(): // the loader has stopped
+			if p != nil {
+				_ = p.Close(context.Background())
+			}
+		}
+	}()
+}
+
+// setStage records how far a load has got.
+func (s *Slot) setStage(pend *Pending, stage string) {
+	s.mu.Lock()
+	pend.Stage = stage
+	publish := s.status.Loading == pend && pend.published
+	s.mu.Unlock()
+	if publish {
+		s.changed()
+	}
+}
+
+// showLoading records what loads now (nil: nothing) and whether the slot
+// is busy (something in the mailbox counts too). A load is published once
+// it has run for loadingShowAfter; its end is published by whatever ends
+// it (install, reject, superseded).
+func (s *Slot) showLoading(pend *Pending, busy bool) {
+	s.mu.Lock()
+	changed := s.status.Loading != pend
+	s.status.Loading = pend
+	s.load.busy = busy || s.load.next != nil || s.load.deleted
+	s.mu.Unlock()
+	if !changed {
+		return
+	}
+	if pend == nil {
+		loadingSince.WithLabelValues(s.Args.Name).Set(0)
+		return
+	}
+	loadingSince.WithLabelValues(s.Args.Name).Set(float64(pend.Since.UnixNano()) / 1e9)
+	time.AfterFunc(loadingShowAfter, func() {
+		s.mu.Lock()
+		publish := s.status.Loading == pend
+		pend.published = publish
+		s.mu.Unlock()
+		if publish {
+			s.changed()
+		}
+	})
+}
+
+// superseded records a version abandoned before it finished loading
+// because a newer one (by; empty: the source's deletion) replaced it. It
+// says nothing about the version's bytes: it is not a rejection.
+func (s *Slot) superseded(pend *Pending, by string) {
+	s.mu.Lock()
+	stage := pend.Stage
+	s.status.LastSuperseded = &Supersession{Digest: pend.Digest, Origin: pend.Origin, Stage: stage, At: time.Now(), By: by}
+	s.mu.Unlock()
+	reloadsTotal.WithLabelValues(s.Args.Name, "superseded").Inc()
+	newer := by
+	if newer == "" {
+		newer = "(source deleted)"
+	}
+	klog.Background().WithName(Name).Info("Policy version superseded before it finished loading", "policy", s.Args.Name, "digest", pend.Digest,
+		"origin", pend.Origin, "stage", stage, "after", time.Since(pend.Since).Round(time.Millisecond), "by", newer, "current", s.currentDigest())
+	s.changed()
+}
+
+// waitLoader waits for the loader goroutine to return, after the context
+// given to start is done. Loads it abandoned may still be running; they
+// close what they made.
+func (s *Slot) waitLoader() {
+	if s.load.done != nil {
+		<-s.load.done
+	}
+}

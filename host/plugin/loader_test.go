@@ -1,0 +1,408 @@
+package plugin
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
+
+	"github.com/wasmsched/wasmsched/host/source"
+	"github.com/wasmsched/wasmsched/internal/testwasm"
+)
+
+func TestMain(m *testing.M) {
+	registerMetrics()
+	testwasm.Main(m)
+}
+
+// slowSettings make the probe spin about 5s in its settings hook, under
+// the 10s init deadline: a version that loads, slowly. stuckSettings make
+// it spin until that deadline: a version refused after 10s.
+const (
+	slowSettings  = `{"at": "settings", "how": "sleep"}`
+	stuckSettings = `{"at": "settings", "how": "loop"}`
+)
+
+// fakeSource delivers what the test tells it to, calling the handlers on
+// its Run goroutine one at a time, as real sources do.
+type fakeSource struct {
+	events chan func(source.Handlers)
+	took   chan time.Duration
+}
+
+func newFakeSource() *fakeSource {
+	return &fakeSource{events: make(chan func(source.Handlers)), took: make(chan time.Duration)}
+}
+
+func (f *fakeSource) Run(ctx context.Context, h source.Handlers) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e := <-f.events:
+			start := time.Now()
+			e(h)
+			f.took <- time.Since(start)
+		}
+	}
+}
+
+// version delivers module and returns how long the Version handler took.
+func (f *fakeSource) version(module []byte, origin string) time.Duration {
+	f.events <- func(h source.Handlers) {
+		h.Version(source.Version{Module: module, Digest: source.Digest(module), Origin: origin})
+	}
+	return <-f.took
+}
+
+func (f *fakeSource) deleted() {
+	f.events <- func(h source.Handlers) { h.Deleted() }
+	<-f.took
+}
+
+// newTestSlot is a slot of policy name with settings (and extra fields),
+// as New makes it, without a scheduler around it.
+func newTestSlot(t *testing.T, name, settings, extra string) *Slot {
+	t.Helper()
+	a, err := decode(t, `{"policies": [{"name": "`+name+`", "source": {"configMap": "`+name+`"}, "settings": `+settings+extra+`}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa := a.Policies[0]
+	s := &Slot{Args: pa, metrics: newPointMetrics(pa.Name)}
+	s.status = SlotStatus{Policy: pa.Name, Mode: pa.Mode}
+	return s
+}
+
+// run starts s on src and returns what start returned, after the test
+// delivered what deliver sends. The slot stops when the test ends.
+func run(t *testing.T, s *Slot, src *fakeSource, deliver func()) (context.CancelFunc, error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.start(ctx, klog.Background(), src) }()
+	deliver()
+	err := <-done
+	t.Cleanup(func() {
+		cancel()
+		retireAll([]*Slot{s})
+		waitFor(t, "abandoned loads to return", 30*time.Second, func() bool { return s.load.inFlight.Load() == 0 })
+	})
+	return cancel, err
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > timeout {
+			t.Fatalf("no %s within %v", what, timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+func digestOf(s *Slot) string { return s.currentDigest() }
+
+func counter(t *testing.T, policy, result string) float64 {
+	t.Helper()
+	v, err := testutil.GetCounterMetricValue(reloadsTotal.WithLabelValues(policy, result))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// warm loads module once so that the compilation cache holds it: its
+// later loads then take milliseconds, and a timing says something about
+// the loader, not the compiler.
+func warm(t *testing.T, s *Slot, module []byte) {
+	t.Helper()
+	p, err := loadVersion(context.Background(), klog.Background(), s.Args, module, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Close(context.Background())
+}
+
+// waitLoading waits until the status shows digest loading at stage, and
+// returns the time of the last look that did not: the stage began after it.
+func waitLoading(t *testing.T, s *Slot, digest, stage string) (notBefore time.Time) {
+	t.Helper()
+	waitFor(t, "status loading "+digest[:12]+" "+stage, 30*time.Second, func() bool {
+		l := s.Status().Loading
+		if l != nil && l.Digest == digest && l.Stage == stage {
+			return true
+		}
+		notBefore = time.Now()
+		return false
+	})
+	return notBefore
+}
+
+// A newer version supersedes a load in flight: the source's handler
+// returns at once, the status shows the stuck version initialising, the
+// good version serves before the stuck one's 10s init deadline, and the
+// stuck one is recorded as superseded, not rejected (as it would be, had it
+// run to its deadline), and never installed.
+func TestNewerVersionSupersedesLoad(t *testing.T) {
+	a, b := testwasm.Bytes(t, "test/guests/versions/a"), testwasm.Bytes(t, "test/guests/versions/b")
+	slow := testwasm.Bytes(t, "test/guests/probe")
+	s := newTestSlot(t, "supersede", stuckSettings, "")
+	warm(t, s, b)
+	src := newFakeSource()
+	if _, err := run(t, s, src, func() { src.version(a, "test a") }); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	if digestOf(s) != source.Digest(a) {
+		t.Fatalf("serving %s after start, want a", short(digestOf(s)))
+	}
+
+	if took := src.version(slow, "test slow"); took > 500*time.Millisecond {
+		t.Fatalf("the Version handler took %v: it must hand the version over and return", took)
+	}
+	initFrom := waitLoading(t, s, source.Digest(slow), "initialising")
+	sent := time.Now()
+	if took := src.version(b, "test b"); took > 500*time.Millisecond {
+		t.Fatalf("the Version handler took %v while a load was in flight", took)
+	}
+	waitFor(t, "version b serving", 30*time.Second, func() bool { return digestOf(s) == source.Digest(b) })
+	// The stuck version's settings hook spins until its 10s deadline,
+	// counted from when it began initialising, after initFrom, whatever the
+	// load on the machine: b serving before initFrom+10s serves before the
+	// stuck load could end.
+	if d := time.Since(initFrom); d >= 10*time.Second {
+		t.Fatalf("b serving %v after the stuck version began initialising: it waited for the superseded load (or the machine is too busy to tell)", d)
+	}
+	t.Logf("b serving %v after its upload, %v after the stuck version began initialising (10s deadline)", time.Since(sent), time.Since(initFrom))
+
+	st := s.Status()
+	if st.Loading != nil {
+		t.Fatalf("status still loading %+v", *st.Loading)
+	}
+	if st.LastRejected != nil {
+		t.Fatalf("a superseded version was reported rejected: %+v", *st.LastRejected)
+	}
+	sup := st.LastSuperseded
+	if sup == nil || sup.Digest != source.Digest(slow) || sup.By != source.Digest(b) || sup.Stage != "initialising" || sup.Origin != "test slow" {
+		t.Fatalf("lastSuperseded = %+v, want the slow version, by b, while initialising", sup)
+	}
+	if got := counter(t, "supersede", "superseded"); got != 1 {
+		t.Errorf("reloads_total{result=superseded} = %v, want 1", got)
+	}
+	if got := counter(t, "supersede", "rejected"); got != 0 {
+		t.Errorf("reloads_total{result=rejected} = %v, want 0", got)
+	}
+
+	// Once the abandoned load returns (refused at its deadline), nothing
+	// is reported of it.
+	waitFor(t, "the abandoned load to return", 30*time.Second, func() bool { return s.load.inFlight.Load() == 0 })
+	time.Sleep(50 * time.Millisecond)
+	if digestOf(s) != source.Digest(b) {
+		t.Fatalf("serving %s after the abandoned load returned, want b", short(digestOf(s)))
+	}
+	if st := s.Status(); st.Reloads != 1 || st.LastRejected != nil {
+		t.Fatalf("reloads = %d, lastRejected = %+v: want 1 (a -> b) and nothing rejected", st.Reloads, st.LastRejected)
+	}
+	if got := counter(t, "supersede", "rejected"); got != 0 {
+		t.Errorf("reloads_total{result=rejected} = %v after the abandoned load returned, want 0", got)
+	}
+}
+
+// The same digest handed over again while it loads is not loaded twice,
+// nor once it serves.
+func TestSameDigestLoadsOnce(t *testing.T) {
+	a, slow := testwasm.Bytes(t, "test/guests/versions/a"), testwasm.Bytes(t, "test/guests/probe")
+	s := newTestSlot(t, "samedigest", slowSettings, "")
+	src := newFakeSource()
+	if _, err := run(t, s, src, func() { src.version(a, "test a") }); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	src.version(slow, "first upload")
+	waitLoading(t, s, source.Digest(slow), "initialising")
+	src.version(slow, "second upload")
+	if l := s.Status().Loading; l == nil || l.Origin != "first upload" {
+		t.Fatalf("loading %+v, want the first upload still", l)
+	}
+	waitFor(t, "the slow version serving", 20*time.Second, func() bool { return digestOf(s) == source.Digest(slow) })
+	src.version(slow, "third upload")
+	time.Sleep(50 * time.Millisecond)
+	if n := s.load.begun.Load(); n != 2 {
+		t.Fatalf("%d loads begun, want 2 (a, then the slow version once)", n)
+	}
+	st := s.Status()
+	if st.LastSuperseded != nil || st.LastRejected != nil || st.Loading != nil {
+		t.Fatalf("status %+v: want nothing superseded, rejected or loading", st)
+	}
+	if got := counter(t, "samedigest", "superseded"); got != 0 {
+		t.Errorf("reloads_total{result=superseded} = %v, want 0", got)
+	}
+}
+
+// Start-up waits for the first version to load or fail: a bad first
+// version stops start-up with its reason; one superseded is no answer, the
+// version that replaced it is.
+func TestStartupOutcome(t *testing.T) {
+	a, slow := testwasm.Bytes(t, "test/guests/versions/a"), testwasm.Bytes(t, "test/guests/probe")
+	bad := []byte("\x00asm\x01\x00\x00\x00 but not really")
+
+	t.Run("bad first version", func(t *testing.T) {
+		s := newTestSlot(t, "startbad", slowSettings, "")
+		src := newFakeSource()
+		_, err := run(t, s, src, func() { src.version(bad, "test bad") })
+		if err == nil || !strings.Contains(err.Error(), "not a valid WebAssembly module") {
+			t.Fatalf("start: %v, want the module's fault", err)
+		}
+		if s.Current() != nil || s.Status().LastRejected == nil {
+			t.Fatalf("current %v, status %+v: want nothing serving and the rejection recorded", s.Current(), s.Status())
+		}
+	})
+	t.Run("slow first version superseded by a bad one", func(t *testing.T) {
+		s := newTestSlot(t, "startslowbad", slowSettings, "")
+		src := newFakeSource()
+		begin := time.Now()
+		_, err := run(t, s, src, func() {
+			src.version(slow, "test slow")
+			waitLoading(t, s, source.Digest(slow), "initialising")
+			src.version(bad, "test bad")
+		})
+		if err == nil || !strings.Contains(err.Error(), "not a valid WebAssembly module") {
+			t.Fatalf("start: %v, want the bad version's fault", err)
+		}
+		if sup := s.Status().LastSuperseded; sup == nil || sup.Digest != source.Digest(slow) {
+			t.Fatalf("lastSuperseded %+v, want the slow version", sup)
+		}
+		t.Logf("start-up failed after %v, the superseded load still running: %d", time.Since(begin), s.load.inFlight.Load())
+	})
+	t.Run("slow first version superseded by a good one", func(t *testing.T) {
+		s := newTestSlot(t, "startslowgood", slowSettings, "")
+		src := newFakeSource()
+		_, err := run(t, s, src, func() {
+			src.version(slow, "test slow")
+			waitLoading(t, s, source.Digest(slow), "initialising")
+			src.version(a, "test a")
+		})
+		if err != nil {
+			t.Fatalf("start: %v", err)
+		}
+		if digestOf(s) != source.Digest(a) {
+			t.Fatalf("serving %s, want a", short(digestOf(s)))
+		}
+	})
+}
+
+// Shutting down abandons the load in flight: the loader stops at once and
+// nothing is installed afterwards.
+func TestShutdownAbandonsLoad(t *testing.T) {
+	a, slow := testwasm.Bytes(t, "test/guests/versions/a"), testwasm.Bytes(t, "test/guests/probe")
+	s := newTestSlot(t, "shutdown", slowSettings, "")
+	src := newFakeSource()
+	cancel, err := run(t, s, src, func() { src.version(a, "test a") })
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	src.version(slow, "test slow")
+	waitLoading(t, s, source.Digest(slow), "initialising")
+	begin := time.Now()
+	cancel()
+	retireAll([]*Slot{s})
+	if d := time.Since(begin); d > time.Second {
+		t.Fatalf("shutdown took %v with a load in flight", d)
+	}
+	waitFor(t, "the abandoned load to return", 20*time.Second, func() bool { return s.load.inFlight.Load() == 0 })
+	if s.Current() != nil {
+		t.Fatalf("serving %s after shutdown", short(digestOf(s)))
+	}
+}
+
+// With onDelete Deactivate, deleting the source abandons the load in
+// flight and deactivates the policy; nothing is installed afterwards.
+func TestDeactivateSupersedesLoad(t *testing.T) {
+	a, slow := testwasm.Bytes(t, "test/guests/versions/a"), testwasm.Bytes(t, "test/guests/probe")
+	s := newTestSlot(t, "deactivate", slowSettings, `, "onDelete": "Deactivate"`)
+	src := newFakeSource()
+	if _, err := run(t, s, src, func() { src.version(a, "test a") }); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	src.version(slow, "test slow")
+	waitLoading(t, s, source.Digest(slow), "initialising")
+	src.deleted()
+	waitFor(t, "the policy deactivated", 4*time.Second, func() bool { return s.Current() == nil })
+	st := s.Status()
+	if st.Active || st.Loading != nil {
+		t.Fatalf("status %+v: want inactive, nothing loading", st)
+	}
+	if sup := st.LastSuperseded; sup == nil || sup.Digest != source.Digest(slow) || sup.By != "" {
+		t.Fatalf("lastSuperseded %+v, want the slow version, by the deletion", sup)
+	}
+	waitFor(t, "the abandoned load to return", 20*time.Second, func() bool { return s.load.inFlight.Load() == 0 })
+	time.Sleep(50 * time.Millisecond)
+	if s.Current() != nil {
+		t.Fatalf("serving %s after deactivation", short(digestOf(s)))
+	}
+}
+
+// Handing over the version that serves again abandons the load in flight:
+// the way out of a stuck load is to push the previous version.
+func TestRollbackAbandonsLoad(t *testing.T) {
+	a, slow := testwasm.Bytes(t, "test/guests/versions/a"), testwasm.Bytes(t, "test/guests/probe")
+	s := newTestSlot(t, "rollback", slowSettings, "")
+	src := newFakeSource()
+	if _, err := run(t, s, src, func() { src.version(a, "test a") }); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	src.version(slow, "test slow")
+	waitLoading(t, s, source.Digest(slow), "initialising")
+	src.version(a, "test a again")
+	waitFor(t, "nothing loading", 4*time.Second, func() bool { return s.Status().Loading == nil })
+	st := s.Status()
+	if sup := st.LastSuperseded; sup == nil || sup.Digest != source.Digest(slow) || sup.By != source.Digest(a) {
+		t.Fatalf("lastSuperseded %+v, want the slow version, by a", sup)
+	}
+	waitFor(t, "the abandoned load to return", 20*time.Second, func() bool { return s.load.inFlight.Load() == 0 })
+	time.Sleep(50 * time.Millisecond)
+	if digestOf(s) != source.Digest(a) || s.load.begun.Load() != 2 || s.Status().Reloads != 0 {
+		t.Fatalf("serving %s after %d loads and %d reloads, want a, 2 loads (a, slow) and no reload", short(digestOf(s)), s.load.begun.Load(), s.Status().Reloads)
+	}
+}
+
+// A newer version abandons a load that is still compiling: the per-load
+// context reaches engine.Compile, which kills its compiler child, so the
+// abandoned load returns long before the compile would have ended. (The
+// newer version is the one serving, so that no other load runs and the
+// time measured is the abandoned one's alone.)
+func TestNewerVersionAbandonsCompile(t *testing.T) {
+	a := testwasm.Bytes(t, "test/guests/versions/a")
+	costly := testwasm.CostlyModule(100_000)
+	s := newTestSlot(t, "abandoncompile", slowSettings, "")
+	src := newFakeSource()
+	if _, err := run(t, s, src, func() { src.version(a, "test a") }); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	src.version(costly, "test costly")
+	waitLoading(t, s, source.Digest(costly), "compiling")
+	cancelled := time.Now()
+	src.version(a, "test a again")
+	waitFor(t, "the abandoned compile to return", 30*time.Second, func() bool { return s.load.inFlight.Load() == 0 })
+	abandoned := time.Since(cancelled)
+	st := s.Status()
+	if sup := st.LastSuperseded; sup == nil || sup.Digest != source.Digest(costly) || sup.Stage != "compiling" || st.LastRejected != nil || digestOf(s) != source.Digest(a) {
+		t.Fatalf("status %+v: want a serving, the costly version superseded while compiling, nothing rejected", st)
+	}
+
+	// The same compile, to its end (the killed child cached nothing).
+	begin := time.Now()
+	_, err := loadVersion(context.Background(), klog.Background(), s.Args, costly, nil)
+	full := time.Since(begin)
+	if err == nil || !strings.Contains(err.Error(), "does not export") {
+		t.Fatalf("the costly module loaded to its end: %v, want it compiled and refused for its exports", err)
+	}
+	t.Logf("abandoned compile returned %v after the newer version arrived; compiling it to the end takes %v", abandoned, full)
+	if abandoned > full/2 {
+		t.Fatalf("the abandoned compile took %v to return, against %v for the whole compile: the cancellation did not reach it", abandoned, full)
+	}
+}
