@@ -8,43 +8,15 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/host/engine"
+	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
-
-func uleb(b []byte, v uint32) []byte {
-	for ; v >= 0x80; v >>= 7 {
-		b = append(b, byte(v)|0x80)
-	}
-	return append(b, byte(v))
-}
-
-func wasmSection(id byte, body []byte) []byte {
-	return append(uleb([]byte{id}, uint32(len(body))), body...)
-}
-
-// costlyModule has n functions (each a block and a br_table) and nothing
-// else: within the structural limits, and a few seconds and a few hundred
-// MB to compile at n = 100000. The same digest always, so that a test does
-// not compile it twice in the cache.
-func costlyModule(n int) []byte {
-	bin := []byte("\x00asm\x01\x00\x00\x00")
-	bin = append(bin, wasmSection(1, []byte{1, 0x60, 0, 0})...)
-	fs := uleb(nil, uint32(n))
-	body := []byte{0, 0x02, 0x40, 0x41, 0x00, 0x0e, 0x01, 0x00, 0x00, 0x0b, 0x0b}
-	code := uleb(nil, uint32(n))
-	for range n {
-		fs = append(fs, 0)
-		code = append(uleb(code, uint32(len(body))), body...)
-	}
-	bin = append(bin, wasmSection(3, fs)...)
-	return append(bin, wasmSection(10, code)...)
-}
 
 // A module that takes too long or too much memory to compile is refused,
 // naming the limit, within about that limit, and the scheduler process
 // never compiles it; a compile whose context ends (a newer upload) stops at
 // once.
 func TestCompileBounded(t *testing.T) {
-	bin := costlyModule(100_000)
+	bin := testwasm.CostlyModule(100_000)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
@@ -75,7 +47,7 @@ func TestCompileBounded(t *testing.T) {
 	})
 	// Within the limits, the same module compiles (it then lacks the ABI's
 	// exports, which only a compiled module can tell).
-	_, err := engine.Compile(ctx, costlyModule(1000), engine.Config{Name: "costly"})
+	_, err := engine.Compile(ctx, testwasm.CostlyModule(1000), engine.Config{Name: "costly"})
 	if err == nil || !strings.Contains(err.Error(), "does not export wasmsched_abi_version") {
 		t.Fatalf("Compile with the default limits = %v, want it compiled and refused for its exports", err)
 	}

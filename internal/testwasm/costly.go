@@ -3,11 +3,11 @@ package testwasm
 // CostlyModule returns a module of n functions, each a block and a
 // br_table, and nothing else: within the engine's structural limits, but
 // a few seconds and a few hundred MB to compile at n = 100000 (wazero's
-// compile cost grows with br_table targets times block nesting). It has
+// compile cost grows with the number of functions). It has
 // none of the ABI's exports, which only a compiled module can tell, so a
 // load that compiles it to the end is refused for that. The same n gives
 // the same bytes, so a test can tell whether the compilation cache holds
-// it. (host/engine's compiler tests build the same module.)
+// it.
 func CostlyModule(n int) []byte {
 	bin := []byte("\x00asm\x01\x00\x00\x00")
 	bin = append(bin, section(1, []byte{1, 0x60, 0, 0})...) // one type: () -> ()
