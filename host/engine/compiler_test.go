@@ -24,7 +24,7 @@ func TestCompileBounded(t *testing.T) {
 		want string
 	}{
 		{"time", engine.Config{CompileTimeout: 300 * time.Millisecond}, "compiling took longer than 300ms, the limit: a module this costly to compile is refused"},
-		{"memory", engine.Config{CompileMemory: 100 << 20}, "compiling needed more than 100 MiB of memory, the limit: a module this costly to compile is refused"},
+		{"memory", engine.Config{CompileMemory: 64 << 20}, "compiling needed more than 64 MiB of memory, the limit: a module this costly to compile is refused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Name = "costly"
