@@ -244,12 +244,18 @@ func (f *funcRewrite) giveBack(b []byte) []byte {
 }
 
 // charge appends, for a bulk instruction whose count is on top of the
-// stack: budget -= count >> shift, yielding when the budget runs out. The
-// count stays on the stack (through the scratch local).
+// stack: if count >> shift >= bulkFree { budget -= count >> shift, yielding
+// when the budget runs out }. The count stays on the stack (through the
+// scratch local). Small operations (Go's memmove uses memory.copy for
+// every copy) cost a compare and a branch; each is charged as one step of
+// its loop, at most bulkFree times less than its work.
 func (f *funcRewrite) charge(shift byte) {
 	rw, s := f.rw, f.locals
 	f.scratchUsed = true
 	b := appendU32(append(f.out, opLocalTee), s)
+	b = appendU32(append(b, opLocalGet), s)
+	b = appendS32(append(b, 0x41), bulkFree<<shift)
+	b = append(b, 0x4f, opIf, 0x40) // i32.ge_u, if
 	b = rw.getGlobal(b, rw.budget)
 	b = appendU32(append(b, opLocalGet), s)
 	b = append(b, 0x41, shift, 0x76, 0x6b) // i32.const shift, i32.shr_u, i32.sub
@@ -257,7 +263,7 @@ func (f *funcRewrite) charge(shift byte) {
 	b = rw.getGlobal(b, rw.budget)
 	b = append(b, 0x41, 0x00, 0x4c, opIf, 0x40) // i32.const 0, i32.le_s, if
 	b = rw.refill(b)
-	f.out = append(b, opEnd)
+	f.out = append(b, opEnd, opEnd)
 }
 
 // yieldNow appends an unconditional refill: the deadline is checked before

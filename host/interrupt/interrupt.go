@@ -96,6 +96,12 @@ const (
 
 	bulkMemoryShift = 6
 	bulkTableShift  = 3
+
+	// bulkFree is the size, in units, under which a bulk instruction is
+	// not charged beyond its loop's step (4 KiB, or 512 table entries):
+	// a loop of such operations reaches the host within Budget × bulkFree
+	// units, about 3 ms of copying here.
+	bulkFree = 64
 )
 
 // Limits are the per-instance resources the rewritten module may use
