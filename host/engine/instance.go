@@ -200,7 +200,7 @@ func (in *Instance) invoke(call string, x export, timeout time.Duration) (uint64
 		}
 		if in.expired.Load() {
 			err := fmt.Errorf("deadline of %v exceeded", timeout)
-			if took > timeout*3/2+20*time.Millisecond {
+			if took > 2*timeout+100*time.Millisecond {
 				// Say so when the stop came late (a loaded machine, one
 				// bulk instruction over the whole memory).
 				err = fmt.Errorf("deadline of %v exceeded (stopped after %v)", timeout, took.Round(time.Millisecond))
