@@ -348,12 +348,8 @@ func sameTypes(a, b []api.ValueType) bool {
 func (m *Module) Close(ctx context.Context) error {
 	m.mu.Lock()
 	m.closed = true
-	live := m.live
 	m.live = nil
 	m.mu.Unlock()
-	for range live {
-		watch.remove()
-	}
 	return m.runtime.Close(ctx)
 }
 

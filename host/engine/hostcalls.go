@@ -43,7 +43,7 @@ func instanceOf(ctx context.Context) *Instance {
 // overdue reports whether the call in progress has passed its deadline, and
 // marks it expired if so.
 func (in *Instance) overdue() bool {
-	if d := in.deadline.Load(); d != 0 && watch.now() >= d {
+	if d := in.deadline.Load(); d != 0 && now() >= d {
 		in.expired.Store(true)
 		return true
 	}

@@ -65,8 +65,8 @@ type Instance struct {
 	fns   [numExports]api.Function
 	stack [2]uint64
 
-	deadline atomic.Int64 // watchdog tick at which the current call expires; 0 when idle
-	expired  atomic.Bool  // the watchdog interrupted (or tried to interrupt) a call
+	deadline atomic.Int64 // when the current call expires (see deadline.go); 0 when idle
+	expired  atomic.Bool  // a check found the current call past its deadline
 	overflow atomic.Bool  // the call stack went past its limit
 	broken   bool
 
@@ -97,12 +97,10 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 		WithRandSource(rand.Reader)
 	// A start function runs inside InstantiateModule: give it the init
 	// deadline too.
-	watch.add()
 	in.deadline.Store(deadline(m.cfg.InitTimeout))
 	mod, err := m.runtime.InstantiateModule(in.ctx, m.compiled, cfg)
 	in.deadline.Store(0)
 	if err != nil {
-		watch.remove()
 		if in.expired.Load() {
 			return nil, m.errorf("instantiate", KindTimeout, fmt.Errorf("start function: deadline of %v exceeded", m.cfg.InitTimeout))
 		}
@@ -116,7 +114,6 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
-		watch.remove()
 		_ = mod.Close(ctx)
 		return nil, m.errorf("instantiate", KindClosed, errors.New("module is closed"))
 	}
@@ -161,14 +158,8 @@ func (in *Instance) MemoryBytes() uint32 { return in.mem.Size() }
 // Close releases the instance.
 func (in *Instance) Close(ctx context.Context) {
 	in.m.mu.Lock()
-	_, live := in.m.live[in]
-	if live {
-		delete(in.m.live, in)
-	}
+	delete(in.m.live, in)
 	in.m.mu.Unlock()
-	if live {
-		watch.remove()
-	}
 	_ = in.mod.Close(ctx)
 }
 
