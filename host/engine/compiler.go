@@ -90,7 +90,7 @@ func compileInChild(ctx context.Context, bin []byte, pages uint32, dir string, c
 		compilerPagesEnv+"="+strconv.FormatUint(uint64(pages), 10),
 		compilerMemEnv+"="+strconv.FormatUint(cfg.CompileMemory, 10))
 	cmd.Stdin = bytes.NewReader(bin)
-	out := &tailBuffer{max: 4096}
+	out := &headBuffer{max: 4096}
 	cmd.Stdout, cmd.Stderr = out, out
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -102,7 +102,7 @@ func compileInChild(ctx context.Context, bin []byte, pages uint32, dir string, c
 	defer timer.Stop()
 	poll := time.NewTicker(20 * time.Millisecond)
 	defer poll.Stop()
-	var peak uint64
+	tooCostly := fmt.Errorf("compiling needed more than %d MiB of memory, the limit: a module this costly to compile is refused", cfg.CompileMemory>>20)
 	stop := func(why error) error {
 		_ = cmd.Process.Kill()
 		<-done
@@ -117,7 +117,7 @@ func compileInChild(ctx context.Context, bin []byte, pages uint32, dir string, c
 					msg = err.Error()
 				}
 				if strings.Contains(msg, "out of memory") {
-					return fmt.Errorf("compiling needed more than %d MiB of memory, the limit: a module this costly to compile is refused", cfg.CompileMemory>>20)
+					return tooCostly
 				}
 				return errors.New(firstLine(msg))
 			}
@@ -128,10 +128,8 @@ func compileInChild(ctx context.Context, bin []byte, pages uint32, dir string, c
 		case <-ctx.Done():
 			return stop(fmt.Errorf("compile abandoned after %v: %w", time.Since(start).Round(time.Millisecond), ctx.Err()))
 		case <-poll.C:
-			rss := residentBytes(cmd.Process.Pid)
-			peak = max(peak, rss)
-			if rss > cfg.CompileMemory {
-				return stop(fmt.Errorf("compiling needed more than %d MiB of memory, the limit: a module this costly to compile is refused", cfg.CompileMemory>>20))
+			if residentBytes(cmd.Process.Pid) > cfg.CompileMemory {
+				return stop(tooCostly)
 			}
 		}
 	}
@@ -167,28 +165,26 @@ func firstLine(s string) string {
 	return lines[0]
 }
 
-// tailBuffer keeps the last max bytes written to it; it is safe for
-// concurrent use.
-type tailBuffer struct {
+// headBuffer keeps the first max bytes written to it, where the compiler
+// child prints why it failed (Go's "fatal error:" comes before its goroutine
+// dump); it is safe for concurrent use.
+type headBuffer struct {
 	mu  sync.Mutex
 	max int
 	b   []byte
 }
 
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
-	}
+func (h *headBuffer) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.b = append(h.b, p[:min(len(p), h.max-len(h.b))]...)
 	return len(p), nil
 }
 
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
+func (h *headBuffer) String() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return string(h.b)
 }
 
 func init() {

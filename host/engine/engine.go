@@ -315,10 +315,6 @@ func budgets(limit uint64) (linear uint64, lim interrupt.Limits) {
 	return linear, lim
 }
 
-// Limits returns the instrumentation limits and the linear memory limit the
-// module runs with, its parts of Config.MemoryLimit.
-func (m *Module) Limits() (linear uint64, lim interrupt.Limits) { return m.linearLimit, m.limits }
-
 // signature spells a function type the way the text format does:
 // (i32) -> (i64).
 func signature(params, results []api.ValueType) string {

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -44,7 +45,7 @@ func TestSandboxBoundsTheStack(t *testing.T) {
 		in := start(t, "filter_stack", engine.Config{Name: "filter_stack", MemoryLimit: limit})
 		var err error
 		alloc := allocated(func() { _, _, err = in.Filter(0) })
-		want := "stack overflow: the call stack went past its limit of " + kib(min(max(limit/16, 256<<10), 64<<20)) + " KiB"
+		want := "stack overflow: the call stack went past its limit of " + strconv.FormatUint(min(max(limit/16, 256<<10), 64<<20)>>10, 10) + " KiB"
 		wantCallError(t, err, "filter_stack", "filter", engine.KindStack, want)
 		t.Logf("memory limit %d MiB: %d KiB allocated", limit>>20, alloc>>10)
 		if bound := limit / 2; alloc > bound {
@@ -61,19 +62,6 @@ func TestSandboxLinearStackOverflow(t *testing.T) {
 	_, _, err := in.Filter(0)
 	wantCallError(t, err, "filter_linear_stack", "filter", engine.KindStack,
 		"stack overflow: the guest's own stack in linear memory ran out (wasm error: out of bounds memory access)")
-}
-
-func kib(n uint64) string { return itoa(n >> 10) }
-
-func itoa(n uint64) string {
-	if n == 0 {
-		return "0"
-	}
-	var b []byte
-	for ; n > 0; n /= 10 {
-		b = append([]byte{byte('0' + n%10)}, b...)
-	}
-	return string(b)
 }
 
 // table.grow by 2^29 entries (4 GiB of references) is refused inside the

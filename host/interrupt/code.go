@@ -17,6 +17,7 @@ const (
 	opReturnCall   = 0x12
 	opReturnCallIn = 0x13
 	opLocalGet     = 0x20
+	opLocalSet     = 0x21
 	opLocalTee     = 0x22
 	opGlobalGet    = 0x23
 	opGlobalSet    = 0x24
@@ -338,7 +339,7 @@ func (f *funcRewrite) instructions() error {
 			for i := uint32(0); i <= n && r.err == nil; i++ {
 				r.u32()
 			}
-		case opLocalGet, opLocalGet + 1, opLocalTee:
+		case opLocalGet, opLocalSet, opLocalTee:
 			if idx := r.u32(); r.err == nil && idx >= f.locals {
 				return fail(fmt.Errorf("local index %d out of range (%d locals)", idx, f.locals))
 			}
