@@ -21,8 +21,8 @@ import (
 
 var errUsage = errors.New("usage")
 
-// policyFlags collects --policy, --config and --weight in order: each
-// --config and --weight applies to the --policy before it.
+// policyFlags collects --policy, --config, --weight and --failure-policy in
+// order: each of the others applies to the --policy before it.
 type policyFlags struct {
 	specs []eval.PolicySpec
 	err   error
@@ -55,6 +55,17 @@ func (f *policyFlags) config(path string) error {
 		return fmt.Errorf("%s: settings are not valid JSON", path)
 	}
 	last.Settings = b
+	return nil
+}
+
+func (f *policyFlags) failurePolicy(s string) error {
+	if len(f.specs) == 0 {
+		return errors.New("--failure-policy must follow the --policy it applies to")
+	}
+	if s != eval.FailurePolicyFail && s != eval.FailurePolicyIgnore {
+		return fmt.Errorf("failure policy %q is neither %s nor %s", s, eval.FailurePolicyFail, eval.FailurePolicyIgnore)
+	}
+	f.specs[len(f.specs)-1].FailurePolicy = s
 	return nil
 }
 
@@ -92,6 +103,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	fs.Var(funcFlag{pf.policy, &pf.err}, "policy", "policy module (.wasm); repeat to compose policies in order")
 	fs.Var(funcFlag{pf.config, &pf.err}, "config", "settings (JSON file) for the preceding --policy")
 	fs.Var(funcFlag{pf.weight, &pf.err}, "weight", "score weight (1..100) for the preceding --policy (default 1)")
+	fs.Var(funcFlag{pf.failurePolicy, &pf.err}, "failure-policy", "Fail or Ignore: what a failure of the preceding --policy does, as the plugin's failurePolicy (default Fail)")
 	podPath := fs.String("pod", "", "the pod to schedule (YAML or JSON)")
 	nodesPath := fs.String("nodes", "", "the nodes (multi-document YAML or a List)")
 	podsPath := fs.String("pods", "", "pods already placed (spec.nodeName set), counted toward their nodes")
@@ -180,7 +192,17 @@ func printTable(w io.Writer, rep *eval.Report) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Name, n.Code, score, strings.Join(n.Reasons, "; "))
 	}
-	fmt.Fprintf(tw, "PERMIT\t%s\t\t%s\n", rep.Permit.Code, strings.Join(rep.Permit.Reasons, "; "))
+	permit := strings.Join(rep.Permit.Reasons, "; ")
+	if rep.Permit.Wait != "" {
+		permit = strings.TrimPrefix(permit+"; waits up to "+rep.Permit.Wait, "; ")
+	}
+	fmt.Fprintf(tw, "PERMIT\t%s\t\t%s\n", rep.Permit.Code, permit)
+	if rep.Error != "" {
+		fmt.Fprintf(tw, "FAILED\t%s\n", rep.Error)
+	}
+	if rep.Nominated != "" {
+		fmt.Fprintf(tw, "NOMINATED\t%s\n", rep.Nominated)
+	}
 	selected := rep.Selected
 	if selected == "" {
 		selected = "(none)"

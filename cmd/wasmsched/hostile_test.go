@@ -35,7 +35,7 @@ func TestEvalHostileGuests(t *testing.T) {
 	}{
 		{name: "panic in prefilter", settings: `{"at": "prefilter", "how": "panic"}`, want: id + `cycle: wasm error: unreachable: panic: probe: deliberate panic in prefilter`},
 		{name: "panic in filter", settings: `{"at": "filter", "how": "panic"}`, want: id + `filter: wasm error: unreachable: panic: probe: deliberate panic in filter \(and 2 more policy failures\)`},
-		{name: "panic in score", settings: `{"at": "score", "how": "panic"}`, want: id + `score: wasm error: unreachable: panic: probe: deliberate panic in score \(and 2 more policy failures\)`},
+		{name: "panic in score", settings: `{"at": "score", "how": "panic"}`, want: id + `score: wasm error: unreachable: panic: probe: deliberate panic in score`},
 		{name: "panic in normalize", settings: `{"at": "normalize", "how": "panic"}`, want: id + `normalize_score: wasm error: unreachable: panic: probe: deliberate panic in normalize`},
 		{name: "panic in postfilter", settings: `{"at": "postfilter", "how": "panic"}`, want: id + `post_filter: wasm error: unreachable: panic: probe: deliberate panic in postfilter`},
 		{name: "panic in reserve", settings: `{"at": "reserve", "how": "panic"}`, want: id + `reserve: wasm error: unreachable: panic: probe: deliberate panic in reserve`},
@@ -45,7 +45,7 @@ func TestEvalHostileGuests(t *testing.T) {
 		{name: "panic in postbind", settings: `{"at": "postbind", "how": "panic"}`, want: id + `post_bind: wasm error: unreachable: panic: probe: deliberate panic in postbind`},
 		{name: "panic in settings", settings: `{"at": "settings", "how": "panic"}`, want: id + `init: wasm error: unreachable: panic: probe: deliberate panic in settings`},
 		{name: "loop in filter", settings: `{"at": "filter", "how": "loop"}`, flags: []string{"--timeout", "50ms"}, want: id + `filter: deadline of 50ms exceeded(?: \(stopped after \d+ms\))? \(and 2 more policy failures\)`},
-		{name: "loop in score", settings: `{"at": "score", "how": "loop"}`, flags: []string{"--timeout", "50ms"}, want: id + `score: deadline of 50ms exceeded(?: \(stopped after \d+ms\))? \(and 2 more policy failures\)`},
+		{name: "loop in score", settings: `{"at": "score", "how": "loop"}`, flags: []string{"--timeout", "50ms"}, want: id + `score: deadline of 50ms exceeded(?: \(stopped after \d+ms\))?`},
 		{name: "loop in settings", settings: `{"at": "settings", "how": "loop"}`, flags: []string{"--init-timeout", "300ms"}, want: id + `init: deadline of 300ms exceeded(?: \(stopped after \d+ms\))?`},
 		{name: "loop in _initialize", module: engineGuest("init_loop"), flags: []string{"--init-timeout", "300ms"}, want: `policy init_loop@[0-9a-f]{12}: _initialize: deadline of 300ms exceeded(?: \(stopped after \d+ms\))?`},
 		{name: "sleep in filter", settings: `{"at": "filter", "how": "sleep"}`, flags: []string{"--timeout", "50ms"}, want: id + `filter: deadline of 50ms exceeded(?: \(stopped after \d+ms\))? \(and 2 more policy failures\)`},
@@ -61,8 +61,8 @@ func TestEvalHostileGuests(t *testing.T) {
 			want: id + `init: wasm error: unreachable: fatal error: out of memory \(linear memory \d+ bytes, limit 29360128 of memoryLimit 33554432: the memory limit was reached\)`},
 		{name: "status code 0", settings: `{"at": "filter", "how": "zero"}`, want: id + `filter: returned status code 0, which is not a valid code \(and 2 more policy failures\)`},
 		{name: "status code 99", settings: `{"at": "permit", "how": "code99"}`, want: id + `permit: returned status code 99, which is not a valid code`},
-		{name: "score over int32", settings: `{"at": "score", "how": "bigscore"}`, want: id + `score: Error \[score 1099511627776 does not fit in an int32\] \(and 2 more policy failures\)`},
-		{name: "score over 100", settings: `{"at": "score", "how": "outofrange"}`, want: id + `score: 1000 for node k8s-node\d is outside 0..100 \(and 2 more policy failures\)`},
+		{name: "score over int32", settings: `{"at": "score", "how": "bigscore"}`, want: id + `score: policy reported an error: score 1099511627776 does not fit in an int32`},
+		{name: "score over 100", settings: `{"at": "score", "how": "outofrange"}`, want: id + `score: 1000 for node k8s-node\d is outside 0..100`},
 		{name: "result over 64 MiB", settings: `{"at": "filter", "how": "bigresult"}`, flags: []string{"--timeout", "5s"}, want: id + `filter: result of 68157702 bytes exceeds the 67108864 byte limit \(and 2 more policy failures\)`},
 		{name: "trap in _initialize", module: engineGuest("init_trap"), want: `policy init_trap@[0-9a-f]{12}: _initialize: wasm error: unreachable`},
 		{name: "missing export", module: engineGuest("no_score"), want: `policy no_score@[0-9a-f]{12}: does not export wasmsched_score: is it built with the wasmsched guest SDK as a reactor \(-buildmode=c-shared\)\?`},
@@ -118,11 +118,12 @@ func TestEvalHostileGuests(t *testing.T) {
 		})
 	}
 
-	// -o json lists the failures too.
+	// -o json lists the failures too; under failurePolicy Fail the
+	// verdict is the plugin's: Unschedulable, naming the policy.
 	settings := filepath.Join(dir, "panic.json")
 	os.WriteFile(settings, []byte(`{"at": "permit", "how": "panic"}`), 0o644)
 	code, out, _ := runCLI("eval", "--policy", probe, "--config", settings, "--pod", pod, "--nodes", nodes, "-o", "json")
-	if code != 1 || !regexp.MustCompile(`"permit":\{"code":"Error","reasons":\["policy probe@[0-9a-f]{12}: permit: [^"]*"\]\},"selected":"k8s-node\d","failures":\["policy probe@[0-9a-f]{12}: permit: wasm error: unreachable: panic: probe: deliberate panic in permit"\]\}`).MatchString(out) {
+	if code != 1 || !regexp.MustCompile(`"permit":\{"code":"Unschedulable","reasons":\["probe: policy failed \(failurePolicy Fail\): policy probe@[0-9a-f]{12}: permit: [^"]*"\]\},"selected":"k8s-node\d","failures":\["policy probe@[0-9a-f]{12}: permit: wasm error: unreachable: panic: probe: deliberate panic in permit"\]\}`).MatchString(out) {
 		t.Fatalf("exit %d, output %s", code, out)
 	}
 }

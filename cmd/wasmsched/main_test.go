@@ -55,26 +55,35 @@ func TestEvalTableAndComposition(t *testing.T) {
 	dir := t.TempDir()
 	settings := filepath.Join(dir, "probe.json")
 	os.WriteFile(settings, []byte(`{"scoreLabel": "kubernetes.io/hostname"}`), 0o644)
-	// nodepin (default: only k8s-node1) composed with a probe that fails to
-	// score non-numeric labels: the table shows both policies' effects, and
-	// the probe's own Error verdict is a policy failure (exit 1), as the
-	// scheduler would apply its failurePolicy to it.
-	code, out, errs := runCLI("eval", "--policy", wasm, "--policy", probe, "--config", settings,
+	// nodepin (k8s-node2 and k8s-node3) composed with a probe that fails
+	// to score non-numeric labels: the table shows both policies' effects,
+	// and the probe's own Error verdict is a policy failure that fails the
+	// cycle (exit 1, no node selected), as in the scheduler with
+	// failurePolicy Fail.
+	code, out, errs := runCLI("eval", "--policy", wasm, "--config", testdata(t, "settings.json"), "--policy", probe, "--config", settings,
 		"--pod", testdata(t, "pod.yaml"), "--nodes", testdata(t, "nodes.yaml"))
-	wantErr := regexp.MustCompile(`^wasmsched eval: policy test_guests_probe@[0-9a-f]{12}: score: Error \[probe: label kubernetes.io/hostname="k8s-node1" is not an integer\]\n$`)
+	wantErr := regexp.MustCompile(`^wasmsched eval: policy test_guests_probe@[0-9a-f]{12}: score: policy reported an error: probe: label kubernetes.io/hostname="k8s-node[23]" is not an integer\n$`)
 	if code != 1 || !wantErr.MatchString(errs) {
 		t.Fatalf("exit %d, stderr %q; want 1 and one line matching %s", code, errs, wantErr)
 	}
 	for _, want := range []string{
 		"POD        default/web",
-		"k8s-node2  UnschedulableAndUnresolvable  -      nodepin: node is not one of the allowed nodes [k8s-node1]",
-		`k8s-node1  Error`,
-		`probe: label kubernetes.io/hostname="k8s-node1" is not an integer`,
+		"k8s-node1  UnschedulableAndUnresolvable  -      nodepin: node is not one of the allowed nodes [k8s-node2, k8s-node3]",
+		"k8s-node2  Success                       -",
+		`FAILED     test_guests_probe: policy failed (failurePolicy Fail): policy test_guests_probe@`,
 		"SELECTED   (none)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+
+	// With failurePolicy Ignore the probe is left out and nodepin alone
+	// decides; the failure is still reported (exit 1).
+	code, out, _ = runCLI("eval", "--policy", wasm, "--config", testdata(t, "settings.json"), "--policy", probe, "--config", settings,
+		"--failure-policy", "Ignore", "--pod", testdata(t, "pod.yaml"), "--nodes", testdata(t, "nodes.yaml"))
+	if code != 1 || !strings.Contains(out, "SELECTED   k8s-node2") || !strings.Contains(out, "k8s-node3  Success                       0") {
+		t.Fatalf("exit %d, want 1 and k8s-node2 selected with scores 0:\n%s", code, out)
 	}
 }
 

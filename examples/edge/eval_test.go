@@ -58,9 +58,11 @@ func run(t *testing.T, ev *eval.Evaluator, pod *v1.Pod) *eval.Report {
 // verdict is the expected outcome on one node: a score for a node that
 // passes, a reason for one that is rejected (always unresolvable).
 type verdict struct {
-	score  int64
+	score  int64 // unscored: the only node that fits, which the scheduler does not score
 	reason string
 }
+
+const unscored = -1
 
 func check(t *testing.T, rep *eval.Report, selected string, want map[string]verdict) {
 	t.Helper()
@@ -76,9 +78,11 @@ func check(t *testing.T, rep *eval.Report, selected string, want map[string]verd
 			if n.Code != "UnschedulableAndUnresolvable" || !slices.Equal(n.Reasons, []string{w.reason}) {
 				t.Errorf("node %s: %s %q, want UnschedulableAndUnresolvable %q", n.Name, n.Code, n.Reasons, w.reason)
 			}
-		case n.Code != "Success" || n.Score == nil:
+		case n.Code != "Success":
 			t.Errorf("node %s: %s %q, want Success", n.Name, n.Code, n.Reasons)
-		case *n.Score != w.score:
+		case (n.Score == nil) != (w.score == unscored):
+			t.Errorf("node %s: score %v, want %d (-1: none)", n.Name, n.Score, w.score)
+		case n.Score != nil && *n.Score != w.score:
 			t.Errorf("node %s: score %d, want %d", n.Name, *n.Score, w.score)
 		}
 	}
@@ -140,7 +144,7 @@ func TestEvalCustomSettings(t *testing.T) {
 		pod.Annotations = map[string]string{"example.com/tier": "realtime"}
 		realtime := run(t, ev, pod)
 		check(t, realtime, "groundstation-svalbard", map[string]verdict{
-			"groundstation-svalbard":     {score: 100},
+			"groundstation-svalbard":     {score: unscored},
 			"groundstation-punta-arenas": {reason: need + "punta-arenas"},
 			"dc-worker-01":               {reason: need + "eu-central-1a"},
 			"dc-worker-02":               {reason: need + "eu-central-1b"},

@@ -72,9 +72,9 @@ func TestEvalWaitsForTheGang(t *testing.T) {
 		if got := rep.SortedNames("Success"); !slices.Equal(got, []string{"node-1", "node-2"}) {
 			t.Fatalf("feasible %v", got)
 		}
-		want := []string{"gang: group g1 has 2 of 3 members ready, waiting for 1 more", "gang: waits up to 1m0s"}
-		if rep.Permit.Code != "Wait" || !slices.Equal(rep.Permit.Reasons, want) {
-			t.Fatalf("permit %+v, want Wait %q", rep.Permit, want)
+		want := []string{"gang: group g1 has 2 of 3 members ready, waiting for 1 more"}
+		if rep.Permit.Code != "Wait" || !slices.Equal(rep.Permit.Reasons, want) || rep.Permit.Wait != "1m0s" {
+			t.Fatalf("permit %+v, want Wait %q for 1m0s", rep.Permit, want)
 		}
 		return rep
 	})

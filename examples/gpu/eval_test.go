@@ -89,6 +89,10 @@ type verdict struct {
 
 func pass(score int64) verdict { return verdict{code: "Success", score: score} }
 
+// unscored is the score of the only node that fits: the scheduler does not
+// score it.
+const unscored = -1
+
 func reject(reason string) verdict { return verdict{code: "Unschedulable", reason: reason} }
 
 func unresolvable(reason string) verdict {
@@ -114,9 +118,9 @@ func check(t *testing.T, rep *eval.Report, selected string, want map[string]verd
 			t.Errorf("node %s: %s %q, want %s %q", n.Name, n.Code, n.Reasons, w.code, reasons)
 		}
 		switch {
-		case w.code == "Success" && n.Score == nil:
-			t.Errorf("node %s: no score, want %d", n.Name, w.score)
-		case w.code == "Success" && *n.Score != w.score:
+		case w.code == "Success" && (n.Score == nil) != (w.score == unscored):
+			t.Errorf("node %s: score %v, want %d (-1: none)", n.Name, n.Score, w.score)
+		case w.code == "Success" && n.Score != nil && *n.Score != w.score:
 			t.Errorf("node %s: score %d, want %d", n.Name, *n.Score, w.score)
 		}
 	}
@@ -181,7 +185,7 @@ func TestEvalSharedNotebook(t *testing.T) {
 			"dgx-a100-02":  wrong("NVIDIA-A100-SXM4-80GB"),
 			"dgx-a100-03":  wrong("NVIDIA-A100-SXM4-80GB"),
 			"a100-40g-01":  wrong("NVIDIA-A100-SXM4-40GB"),
-			"t4-shared-01": pass(100),
+			"t4-shared-01": pass(unscored),
 			"cpu-01":       unresolvable("gpu: insufficient free nvidia.com/gpu: need 1, free 0"),
 		})
 		return rep

@@ -513,6 +513,7 @@ const (
 	KindGuest    Kind = "guest"    // the guest answered Error: a failure it reported itself
 	KindBroken   Kind = "broken"   // the instance had already failed
 	KindClosed   Kind = "closed"   // the module was closed
+	KindHost     Kind = "host"     // the host could not make the call (no instance could be had)
 )
 
 // CallError is a failure of a call into a policy.

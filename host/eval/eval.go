@@ -1,7 +1,9 @@
 // Package eval runs policies offline against a pod and a set of nodes, the
-// way the scheduler would run them, through the same host code
-// (package policy). It backs `wasmsched eval` and the wasm-level tests of
-// the examples.
+// way the scheduler would run them, through the same host code: the
+// policies run in host/policy and are composed by host/compose, as in the
+// WasmPolicy plugin, so eval decides what the scheduler decides. It backs
+// `wasmsched eval` and the wasm-level tests of the examples. It never talks
+// to a cluster.
 package eval
 
 import (
@@ -10,12 +12,15 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+	"github.com/wasmsched/wasmsched/host/compose"
 	"github.com/wasmsched/wasmsched/host/engine"
 	"github.com/wasmsched/wasmsched/host/policy"
 )
@@ -30,8 +35,18 @@ type PolicySpec struct {
 	// Weight weighs the policy's normalised score against the others' (the
 	// total is the weighted sum divided by the sum of weights); 0 means 1.
 	Weight int64
-	Engine engine.Config
+	// FailurePolicy is what a failure of the policy does, as the plugin's
+	// failurePolicy argument: FailurePolicyFail (the default) or
+	// FailurePolicyIgnore.
+	FailurePolicy string
+	Engine        engine.Config
 }
+
+// The failure policies, as the plugin's failurePolicy argument spells them.
+const (
+	FailurePolicyFail   = "Fail"
+	FailurePolicyIgnore = "Ignore"
+)
 
 // Input is the cluster state to evaluate against.
 type Input struct {
@@ -47,11 +62,19 @@ type Report struct {
 	Nodes    []NodeResult `json:"nodes"`
 	Permit   Verdict      `json:"permit"`
 	Selected string       `json:"selected"`
+	// Nominated is the node a PostFilter nominated when no node fit.
+	Nominated string `json:"nominated,omitempty"`
+	// Error is set when the scheduling cycle failed (a Score failure under
+	// failurePolicy Fail): the scheduler selects no node and retries the
+	// pod later.
+	Error string `json:"error,omitempty"`
 	// Failures lists, in the order they happened, the policy failures the
 	// scheduler would apply a failurePolicy to: a trap, a timeout, memory
 	// exhaustion, an answer that breaks the ABI, a score outside 0..100, or
-	// a guest's own Error verdict. Each names the policy, its version and
-	// the call. The nodes concerned show the same text with code Error.
+	// a guest's own Error verdict. Each names the policy, its version, the
+	// call and what went wrong. Under failurePolicy Fail the verdicts
+	// concerned quote it after "<policy>: policy failed (failurePolicy
+	// Fail): ".
 	Failures []string `json:"failures,omitempty"`
 }
 
@@ -67,13 +90,6 @@ func (r *Report) Err() error {
 	return fmt.Errorf("%s (and %d more policy failures)", r.Failures[0], len(r.Failures)-1)
 }
 
-// fail records a policy failure and returns its text.
-func (r *Report) fail(err error) string {
-	msg := oneLine(err.Error())
-	r.Failures = append(r.Failures, msg)
-	return msg
-}
-
 // oneLine keeps an error message on one line, so that it reads as one
 // line at the CLI and in a table cell.
 func oneLine(s string) string {
@@ -81,16 +97,6 @@ func oneLine(s string) string {
 		return s
 	}
 	return strings.Join(strings.Fields(s), " ")
-}
-
-// guestError turns a guest's own Error verdict into a failure, as the
-// plugin does: the failure policy applies to it as to a trap.
-func guestError(p *policy.Policy, call string, s policy.Status) error {
-	if s.Code != abiv1.Code_CODE_ERROR {
-		return nil
-	}
-	return &engine.CallError{Policy: p.Name(), Version: p.Version(), Call: call, Kind: engine.KindGuest,
-		Err: fmt.Errorf("policy reported an error: %s", strings.Join(s.Reasons, "; "))}
 }
 
 // NodeResult is one node's verdict; Score is set for nodes that passed.
@@ -105,6 +111,9 @@ type NodeResult struct {
 type Verdict struct {
 	Code    string   `json:"code"`
 	Reasons []string `json:"reasons"`
+	// Wait is how long the pod waits at Permit, for code Wait: the longest
+	// any policy asked, at most 15 minutes.
+	Wait string `json:"wait,omitempty"`
 }
 
 // Evaluator holds loaded policies; load once, evaluate many inputs.
@@ -117,6 +126,9 @@ type Evaluator struct {
 func Load(ctx context.Context, specs []PolicySpec) (*Evaluator, error) {
 	e := &Evaluator{specs: specs}
 	for _, s := range specs {
+		if s.FailurePolicy != "" && s.FailurePolicy != FailurePolicyFail && s.FailurePolicy != FailurePolicyIgnore {
+			return nil, fmt.Errorf("policy %s: failurePolicy %q is neither %s nor %s", s.Name, s.FailurePolicy, FailurePolicyFail, FailurePolicyIgnore)
+		}
 		p, err := policy.Load(ctx, policy.Options{Name: s.Name, Wasm: s.Wasm, Settings: s.Settings, Engine: s.Engine, MaxInstances: 1})
 		if err != nil {
 			e.Close(ctx)
@@ -165,14 +177,21 @@ func NodeInfos(in Input) ([]fwk.NodeInfo, error) {
 	return out, nil
 }
 
-// Evaluate runs PreFilter, Filter on every node, Score with normalisation
-// and weights, and Reserve, Permit, PreBind and PostBind on the selected
-// node (PostFilter when no node fits, Unreserve when the pod is stopped
-// after Reserve). Policy failures are
-// reported as Error verdicts, as the scheduler would with failurePolicy
-// Fail, and listed in Report.Failures (Report.Err); only bad input is
-// returned as an error. A failed call discards its instance, as in the
-// scheduler: the next call runs on a fresh one.
+// Evaluate decides the pod's scheduling cycle as the scheduler would with
+// the policies as one WasmPolicy plugin (the same composition, host/compose):
+// PreFilter; Filter on every node PreFilter leaves (nodes outside its
+// subset get the scheduler's own reason); PostFilter when no node fits;
+// Score, normalisation and weights when two or more nodes fit (the
+// scheduler does not score a single node); then Reserve, Permit and PreBind
+// on the selected node, with PostBind after them or Unreserve when one
+// stops the pod.
+//
+// Policy failures get each policy's failurePolicy, as in the scheduler:
+// under Fail a failure in Filter makes that node Unschedulable with a
+// reason naming the policy, one in Score fails the cycle (Report.Error, no
+// node selected). Every failure is listed in Report.Failures (Report.Err).
+// Only bad input is returned as an error. A failed call discards its
+// instance, as in the scheduler: the next call runs on a fresh one.
 func (e *Evaluator) Evaluate(ctx context.Context, in Input) (*Report, error) {
 	if in.Pod == nil {
 		return nil, fmt.Errorf("no pod to evaluate")
@@ -185,264 +204,155 @@ func (e *Evaluator) Evaluate(ctx context.Context, in Input) (*Report, error) {
 	for i, n := range in.Nodes {
 		rep.Nodes[i] = NodeResult{Name: n.Name, Code: "Success", Reasons: []string{}}
 	}
-	c := policy.NewCycle(in.Pod, nodes)
-
-	// PreFilter.
-	skipFilter := make([]bool, len(e.policies))
-	allowed := map[string]bool(nil)
+	obs := &failures{rep: rep}
+	members := make([]compose.Member, len(e.policies))
 	for i, p := range e.policies {
-		res, err := p.PreFilter(ctx, c)
-		if err == nil {
-			err = guestError(p, "pre_filter", res.Status)
+		members[i] = compose.Member{Name: p.Name(), Version: p, Weight: e.specs[i].Weight,
+			Ignore: e.specs[i].FailurePolicy == FailurePolicyIgnore, Observer: obs}
+	}
+	c := compose.NewCycle(in.Pod, nodes, members)
+
+	// PreFilter: a rejection is every node's verdict.
+	pre := c.PreFilter(ctx)
+	if pre.Status != nil {
+		for i := range rep.Nodes {
+			rep.Nodes[i].set(pre.Status)
 		}
-		if err != nil {
-			return e.rejectAll(rep, "Error", rep.fail(err)), nil
-		}
-		switch res.Status.Code {
-		case abiv1.Code_CODE_SUCCESS:
-		case abiv1.Code_CODE_SKIP:
-			skipFilter[i] = true
-			continue
-		default:
-			return e.rejectAll(rep, policy.CodeName(res.Status.Code), res.Status.Reasons...), nil
-		}
-		if res.Restricted {
-			set := map[string]bool{}
-			for _, n := range res.NodeNames {
-				if allowed == nil || allowed[n] {
-					set[n] = true
-				}
-			}
-			allowed = set
-		}
+		return e.unschedulable(ctx, rep, c, nodes), nil
 	}
 
 	// Filter.
-	feasible := []int{}
+	var feasible []int
 	for i, ni := range nodes {
-		r := &rep.Nodes[i]
-		if allowed != nil && !allowed[r.Name] {
-			r.Code, r.Reasons = "UnschedulableAndUnresolvable", []string{"node is not among the nodes PreFilter selected"}
+		switch {
+		case pre.NodeNames != nil && !pre.NodeNames.Has(rep.Nodes[i].Name):
+			// What the scheduler says of a node outside PreFilter's
+			// subset.
+			rep.Nodes[i].Code = "UnschedulableAndUnresolvable"
+			rep.Nodes[i].Reasons = []string{fmt.Sprintf("node(s) didn't satisfy plugin(s) [%s]", compose.Name)}
 			continue
-		}
-		ok := true
-		for j, p := range e.policies {
-			if skipFilter[j] || !p.Implements(abiv1.Point_POINT_FILTER) {
+		case !pre.Skip:
+			if s, _ := c.Filter(ctx, ni); s != nil {
+				rep.Nodes[i].set(s)
 				continue
 			}
-			s, err := p.Filter(ctx, c, ni)
-			if err == nil {
-				err = guestError(p, "filter", s)
-			}
-			if err != nil {
-				r.Code, r.Reasons, ok = "Error", []string{rep.fail(err)}, false
-				break
-			}
-			if !s.IsSuccess() {
-				r.Code, r.Reasons, ok = policy.CodeName(s.Code), nonNil(s.Reasons), false
-				break
-			}
 		}
-		if ok {
-			feasible = append(feasible, i)
-		}
+		feasible = append(feasible, i)
+	}
+	if len(feasible) == 0 {
+		return e.unschedulable(ctx, rep, c, nodes), nil
 	}
 
-	// Score: the weighted sum divided by the total weight, as the plugin
-	// combines them.
-	totals := make([]int64, len(nodes))
-	var weights int64
-	for j, p := range e.policies {
-		if !p.Implements(abiv1.Point_POINT_SCORE) || len(feasible) == 0 {
-			continue
+	// Score, when there is a choice.
+	best := feasible[0]
+	if len(feasible) > 1 {
+		totals, s := e.score(ctx, c, nodes, feasible)
+		if s != nil {
+			rep.Error = s.Message()
+			rep.Permit = Verdict{Code: "Skip", Reasons: []string{"the scheduling cycle failed"}}
+			return rep, nil
 		}
-		scores := make([]policy.NodeScore, len(feasible))
-		infos := make([]fwk.NodeInfo, len(feasible))
-		failed := false
+		// The highest total wins; ties go to the first node in input order
+		// (the scheduler breaks ties at random).
 		for k, i := range feasible {
-			v, s, err := p.Score(ctx, c, nodes[i])
-			if err == nil && !s.IsSuccess() {
-				err = fmt.Errorf("policy %s@%s: score: %s %v", p.Name(), p.Version(), policy.CodeName(s.Code), s.Reasons)
-			}
-			if err != nil {
-				rep.Nodes[i].Code, rep.Nodes[i].Reasons = "Error", []string{rep.fail(err)}
-				failed = true
-				continue
-			}
-			scores[k], infos[k] = policy.NodeScore{Name: rep.Nodes[i].Name, Score: v}, nodes[i]
-		}
-		if failed {
-			feasible = stillFeasible(rep, feasible)
-			continue
-		}
-		if p.Implements(abiv1.Point_POINT_NORMALIZE_SCORE) {
-			s, err := p.NormalizeScore(ctx, c, infos, scores)
-			if err == nil && !s.IsSuccess() {
-				err = fmt.Errorf("policy %s@%s: normalize_score: %s %v", p.Name(), p.Version(), policy.CodeName(s.Code), s.Reasons)
-			}
-			if err != nil {
-				msg := rep.fail(err)
-				for _, i := range feasible {
-					rep.Nodes[i].Code, rep.Nodes[i].Reasons = "Error", []string{msg}
-				}
-				feasible = nil
-				break
+			v := totals[k]
+			rep.Nodes[i].Score = &v
+			if v > *rep.Nodes[best].Score {
+				best = i
 			}
 		}
-		w := e.specs[j].Weight
-		if w == 0 {
-			w = 1
-		}
-		for k, i := range feasible {
-			if v := scores[k].Score; v < 0 || v > 100 {
-				rep.Nodes[i].Code, rep.Nodes[i].Reasons = "Error", []string{rep.fail(fmt.Errorf("policy %s@%s: score: %d for node %s is outside 0..100", p.Name(), p.Version(), v, rep.Nodes[i].Name))}
-				continue
-			}
-			totals[i] += w * scores[k].Score
-		}
-		weights += w
-		feasible = stillFeasible(rep, feasible)
-	}
-	for _, i := range feasible {
-		if weights > 0 {
-			totals[i] /= weights
-		}
-		v := totals[i]
-		rep.Nodes[i].Score = &v
-	}
-
-	// Select: the highest total; ties go to the first node in input order
-	// (the scheduler breaks ties at random).
-	best := -1
-	for _, i := range feasible {
-		if best < 0 || totals[i] > totals[best] {
-			best = i
-		}
-	}
-	if best < 0 {
-		e.postFilter(ctx, rep, c, nodes)
-		rep.Permit = Verdict{Code: "Skip", Reasons: []string{"no node passed Filter"}}
-		return rep, nil
 	}
 	rep.Selected = rep.Nodes[best].Name
-	rep.Permit = e.bind(ctx, rep, c, nodes[best])
+	rep.Permit = e.bind(ctx, c, nodes[best])
 	return rep, nil
 }
 
-// postFilter gives the policies that export PostFilter their say when no
-// node fits, as the scheduler would; only their failures are reported.
-func (e *Evaluator) postFilter(ctx context.Context, rep *Report, c *policy.Cycle, nodes []fwk.NodeInfo) {
-	var statuses []policy.NodeStatus
+// score runs PreScore, Score and NormalizeScore over the feasible nodes and
+// returns their combined scores, all 0 when no policy scores; or the
+// failure that failed the cycle.
+func (e *Evaluator) score(ctx context.Context, c *compose.Cycle, nodes []fwk.NodeInfo, feasible []int) ([]int64, *compose.Status) {
+	infos := make([]fwk.NodeInfo, len(feasible))
+	names := make([]string, len(feasible))
+	for k, i := range feasible {
+		infos[k], names[k] = nodes[i], nodes[i].Node().Name
+	}
+	if !c.PreScore(ctx, infos) {
+		return make([]int64, len(feasible)), nil
+	}
+	for _, ni := range infos {
+		if s := c.Score(ctx, ni); s != nil {
+			return nil, s
+		}
+	}
+	return c.NormalizeScore(ctx, names)
+}
+
+// unschedulable finishes a cycle in which no node fits: the policies that
+// export PostFilter get their say, as in the scheduler.
+func (e *Evaluator) unschedulable(ctx context.Context, rep *Report, c *compose.Cycle, nodes []fwk.NodeInfo) *Report {
+	rep.Permit = Verdict{Code: "Skip", Reasons: []string{"no node passed Filter"}}
+	if !c.Implements(abiv1.Point_POINT_POST_FILTER) {
+		return rep
+	}
+	statuses := make([]policy.NodeStatus, len(nodes))
 	for i, ni := range nodes {
 		code := abiv1.Code_CODE_UNSCHEDULABLE
 		if rep.Nodes[i].Code == "UnschedulableAndUnresolvable" {
 			code = abiv1.Code_CODE_UNSCHEDULABLE_AND_UNRESOLVABLE
 		}
-		statuses = append(statuses, policy.NodeStatus{Node: ni, Status: policy.Status{Code: code, Reasons: rep.Nodes[i].Reasons}})
+		statuses[i] = policy.NodeStatus{Node: ni, Status: policy.Status{Code: code, Reasons: rep.Nodes[i].Reasons}}
 	}
-	for _, p := range e.policies {
-		if !p.Implements(abiv1.Point_POINT_POST_FILTER) {
-			continue
-		}
-		if _, _, err := p.PostFilter(ctx, c, statuses); err != nil {
-			rep.fail(err)
-		}
-	}
+	rep.Nominated, _ = c.PostFilter(ctx, statuses)
+	return rep
 }
 
 // bind runs the rest of the cycle on the selected node, as the scheduler
 // would: Reserve, Permit, PreBind and PostBind, with Unreserve when
 // Reserve, Permit or PreBind stops the pod. The verdict shown as PERMIT is
 // the first that stopped the pod, whichever point gave it.
-func (e *Evaluator) bind(ctx context.Context, rep *Report, c *policy.Cycle, ni fwk.NodeInfo) Verdict {
-	v := e.nodeCalls(ctx, rep, c, ni, abiv1.Point_POINT_RESERVE)
-	if v.Code == "Success" {
-		v = e.permit(ctx, rep, c, ni)
+func (e *Evaluator) bind(ctx context.Context, c *compose.Cycle, ni fwk.NodeInfo) Verdict {
+	s, _ := c.NodeCall(ctx, abiv1.Point_POINT_RESERVE, ni, nil)
+	var wait time.Duration
+	if s == nil {
+		res := c.Permit(ctx, ni, nil)
+		s, wait = res.Status, res.Wait
 	}
-	if v.Code == "Success" {
-		v = e.nodeCalls(ctx, rep, c, ni, abiv1.Point_POINT_PRE_BIND)
+	if s == nil {
+		s, _ = c.NodeCall(ctx, abiv1.Point_POINT_PRE_BIND, ni, nil)
 	}
-	switch v.Code {
-	case "Success":
-		e.nodeCalls(ctx, rep, c, ni, abiv1.Point_POINT_POST_BIND)
-	case "Wait":
-	default:
-		e.nodeCalls(ctx, rep, c, ni, abiv1.Point_POINT_UNRESERVE)
+	switch {
+	case s == nil:
+		c.NodeCall(ctx, abiv1.Point_POINT_POST_BIND, ni, nil)
+		return Verdict{Code: "Success", Reasons: []string{}}
+	case s.Code == abiv1.Code_CODE_WAIT:
+		return Verdict{Code: "Wait", Reasons: nonNil(s.Reasons), Wait: wait.String()}
 	}
-	return v
+	c.NodeCall(ctx, abiv1.Point_POINT_UNRESERVE, ni, nil)
+	return Verdict{Code: policy.CodeName(s.Code), Reasons: nonNil(s.Reasons)}
 }
 
-// nodeCalls runs Reserve, PreBind, PostBind or Unreserve on every policy
-// that exports it, stopping at the first that does not succeed (except for
-// PostBind and Unreserve, which have no verdict).
-func (e *Evaluator) nodeCalls(ctx context.Context, rep *Report, c *policy.Cycle, ni fwk.NodeInfo, pt abiv1.Point) Verdict {
-	informational := pt == abiv1.Point_POINT_POST_BIND || pt == abiv1.Point_POINT_UNRESERVE
-	for _, p := range e.policies {
-		if !p.Implements(pt) {
-			continue
-		}
-		s, _, err := p.NodeCall(ctx, pt, c, ni, nil)
-		if err == nil && !informational {
-			err = guestError(p, engine.PointName(pt), s)
-		}
-		if err != nil {
-			msg := rep.fail(err)
-			if !informational {
-				return Verdict{Code: "Error", Reasons: []string{msg}}
-			}
-			continue
-		}
-		if !informational && !s.IsSuccess() {
-			return Verdict{Code: policy.CodeName(s.Code), Reasons: nonNil(s.Reasons)}
-		}
-	}
-	return Verdict{Code: "Success", Reasons: []string{}}
+// set gives a node a composed verdict.
+func (n *NodeResult) set(s *compose.Status) {
+	n.Code, n.Reasons = policy.CodeName(s.Code), nonNil(s.Reasons)
 }
 
-func (e *Evaluator) permit(ctx context.Context, rep *Report, c *policy.Cycle, ni fwk.NodeInfo) Verdict {
-	v := Verdict{Code: "Success", Reasons: []string{}}
-	for _, p := range e.policies {
-		if !p.Implements(abiv1.Point_POINT_PERMIT) {
-			continue
-		}
-		res, err := p.Permit(ctx, c, ni, nil)
-		if err == nil {
-			err = guestError(p, "permit", res.Status)
-		}
-		if err != nil {
-			return Verdict{Code: "Error", Reasons: []string{rep.fail(err)}}
-		}
-		switch res.Status.Code {
-		case abiv1.Code_CODE_SUCCESS:
-		case abiv1.Code_CODE_WAIT:
-			v.Code = "Wait"
-			v.Reasons = append(v.Reasons, res.Status.Reasons...)
-			if res.Timeout > 0 {
-				v.Reasons = append(v.Reasons, fmt.Sprintf("%s: waits up to %v", p.Name(), res.Timeout))
-			}
-		default:
-			return Verdict{Code: policy.CodeName(res.Status.Code), Reasons: nonNil(res.Status.Reasons)}
-		}
-	}
-	return v
+// failures collects the policy failures of an evaluation into its report,
+// in order (a compose.Observer). A batched call that failed is not listed:
+// the calls made again node by node meet the failure, and that is listed.
+type failures struct {
+	mu  sync.Mutex
+	rep *Report
 }
 
-func (e *Evaluator) rejectAll(rep *Report, code string, reasons ...string) *Report {
-	for i := range rep.Nodes {
-		rep.Nodes[i].Code, rep.Nodes[i].Reasons = code, nonNil(reasons)
-	}
-	rep.Permit = Verdict{Code: "Skip", Reasons: []string{"no node passed Filter"}}
-	return rep
-}
+func (f *failures) Called(compose.Call) {}
 
-func stillFeasible(rep *Report, feasible []int) []int {
-	out := feasible[:0:0]
-	for _, i := range feasible {
-		if rep.Nodes[i].Code == "Success" {
-			out = append(out, i)
-		}
+func (f *failures) Failed(_ context.Context, _ *v1.Pod, _ abiv1.Point, err *engine.CallError, o compose.Outcome) {
+	if o == compose.Retry {
+		return
 	}
-	return out
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rep.Failures = append(f.rep.Failures, oneLine(err.Error()))
 }
 
 func nonNil(s []string) []string {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 )
@@ -60,18 +61,18 @@ type reasonBudget struct {
 	full atomic.Bool
 }
 
-// limit returns e's verdict s with the reasons the cycle has not returned
-// before and that do not fit in the budget replaced by one reason naming
-// e's policy. The code is kept; s itself is returned when nothing is
-// replaced.
-func (b *reasonBudget) limit(ctx context.Context, e *entry, s *fwk.Status) *fwk.Status {
+// limit returns the verdict s of the named policy on a node of pod, with
+// the reasons the cycle has not returned before and that do not fit in the
+// budget replaced by one reason naming the policy. The code is kept; s
+// itself is returned when nothing is replaced.
+func (b *reasonBudget) limit(ctx context.Context, pod *v1.Pod, policyName string, s *fwk.Status) *fwk.Status {
 	if s.IsSuccess() {
 		return s
 	}
 	rs := s.Reasons()
 	var out []string // nil until a reason is hidden
 	for i, r := range rs {
-		if b.admit(ctx, e, r) {
+		if b.admit(ctx, pod, policyName, r) {
 			if out != nil {
 				out = append(out, r)
 			}
@@ -80,7 +81,7 @@ func (b *reasonBudget) limit(ctx context.Context, e *entry, s *fwk.Status) *fwk.
 		if out == nil {
 			out = make([]string, i, len(rs))
 			copy(out, rs[:i])
-			out = append(out, e.slot.Args.Name+": "+hiddenReasons)
+			out = append(out, policyName+": "+hiddenReasons)
 		}
 	}
 	if out == nil {
@@ -95,7 +96,7 @@ func (b *reasonBudget) limit(ctx context.Context, e *entry, s *fwk.Status) *fwk.
 
 // admit reports whether reason may be returned: it was returned before in
 // this cycle, or it fits in what is left of the budget (and is charged).
-func (b *reasonBudget) admit(ctx context.Context, e *entry, reason string) bool {
+func (b *reasonBudget) admit(ctx context.Context, pod *v1.Pod, policyName, reason string) bool {
 	if _, ok := b.seen.Load(reason); ok {
 		return true
 	}
@@ -108,7 +109,7 @@ func (b *reasonBudget) admit(ctx context.Context, e *entry, reason string) bool 
 		if used+cost > MaxPodReasons {
 			if b.full.CompareAndSwap(false, true) {
 				klog.FromContext(ctx).V(2).Info("Filter reasons of the pod reached the limit, new ones are not shown",
-					"pod", klog.KObj(e.pod), "policy", e.slot.Args.Name, "limitBytes", MaxPodReasons)
+					"pod", klog.KObj(pod), "policy", policyName, "limitBytes", MaxPodReasons)
 			}
 			return false
 		}

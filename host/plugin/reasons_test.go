@@ -16,9 +16,10 @@ import (
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
-func reasonsEntry(name string) *entry {
-	return &entry{slot: &Slot{Args: PolicyArgs{Name: name}}, pod: &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}}}
-}
+// reasonsEntry is a policy name and the pod of a cycle, as limit takes them.
+type reasonsEntry string
+
+var reasonsPod = &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}}
 
 // nodeReasons is what the probe's "manyreasons" answers for a node: 16
 // distinct reasons of 1000 bytes that name it.
@@ -74,7 +75,7 @@ func TestReasonBudgetBoundsDistinctReasons(t *testing.T) {
 		}
 		s := fwk.NewStatus(code, nodeReasons(node)...)
 		before[node] = s
-		got := b.limit(ctx, e, s)
+		got := b.limit(ctx, reasonsPod, string(e), s)
 		if got.Code() != code {
 			t.Fatalf("%s: code %v, want %v", node, got.Code(), code)
 		}
@@ -124,7 +125,7 @@ func TestReasonBudgetRepeatedReasons(t *testing.T) {
 	const common = "gpu: node has no GPU"
 	for range 5000 {
 		s := fwk.NewStatus(fwk.UnschedulableAndUnresolvable, common)
-		if got := b.limit(ctx, e, s); got != s {
+		if got := b.limit(ctx, reasonsPod, string(e), s); got != s {
 			t.Fatalf("a repeated reason changed the status: %v", got)
 		}
 	}
@@ -133,23 +134,23 @@ func TestReasonBudgetRepeatedReasons(t *testing.T) {
 	}
 	// Fill the budget.
 	for i := 0; !b.full.Load(); i++ {
-		b.limit(ctx, e, fwk.NewStatus(fwk.Unschedulable, nodeReasons(fmt.Sprintf("n%d", i))...))
+		b.limit(ctx, reasonsPod, string(e), fwk.NewStatus(fwk.Unschedulable, nodeReasons(fmt.Sprintf("n%d", i))...))
 	}
 	s := fwk.NewStatus(fwk.UnschedulableAndUnresolvable, common)
-	if got := b.limit(ctx, e, s); got != s {
+	if got := b.limit(ctx, reasonsPod, string(e), s); got != s {
 		t.Fatalf("a reason seen before was changed after the budget was spent: %v", got.Reasons())
 	}
 	for _, c := range []struct{ in, want []string }{
 		{[]string{common, "gpu: new a", "gpu: new b"}, []string{common, "gpu: " + hiddenReasons}},
 		{[]string{"gpu: new a", common}, []string{"gpu: " + hiddenReasons, common}},
 	} {
-		got := b.limit(ctx, e, fwk.NewStatus(fwk.Unschedulable, c.in...))
+		got := b.limit(ctx, reasonsPod, string(e), fwk.NewStatus(fwk.Unschedulable, c.in...))
 		if strings.Join(got.Reasons(), "|") != strings.Join(c.want, "|") || got.Code() != fwk.Unschedulable {
 			t.Errorf("%q after the budget was spent: %v %q, want Unschedulable %q", c.in, got.Code(), got.Reasons(), c.want)
 		}
 	}
 	// Another policy's hidden reasons are its own line.
-	got := b.limit(ctx, reasonsEntry("zone"), fwk.NewStatus(fwk.Unschedulable, "zone: new"))
+	got := b.limit(ctx, reasonsPod, string(reasonsEntry("zone")), fwk.NewStatus(fwk.Unschedulable, "zone: new"))
 	if rs := got.Reasons(); len(rs) != 1 || rs[0] != "zone: "+hiddenReasons {
 		t.Errorf("policy zone after the budget was spent: %q", rs)
 	}
@@ -175,7 +176,7 @@ func TestReasonBudgetConcurrent(t *testing.T) {
 					code = fwk.UnschedulableAndUnresolvable
 				}
 				s := fwk.NewStatus(code, "gpu: common reason", fmt.Sprintf("gpu: node-%d: %s", i, strings.Repeat("y", 200)))
-				out[i] = b.limit(ctx, e, s)
+				out[i] = b.limit(ctx, reasonsPod, string(e), s)
 			}
 		}()
 	}

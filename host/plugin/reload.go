@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/wasmsched/wasmsched/host/compose"
 	"github.com/wasmsched/wasmsched/host/policy"
 	"github.com/wasmsched/wasmsched/host/source"
 )
@@ -22,10 +23,10 @@ var (
 	startupTimeout = 60 * time.Second
 	// retireIdle is how long a replaced version must go unused before it
 	// is closed; retireMax forces it (a pod may wait at Permit up to
-	// maxPermitWait on the version it started with).
+	// compose.MaxPermitWait on the version it started with).
 	retireIdle = 5 * time.Second
 	retirePoll = 500 * time.Millisecond
-	retireMax  = maxPermitWait + time.Minute
+	retireMax  = compose.MaxPermitWait + time.Minute
 	filePoll   = time.Second
 )
 

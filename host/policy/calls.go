@@ -191,13 +191,11 @@ func (p *Policy) NormalizeScore(ctx context.Context, c *Cycle, nodes []fwk.NodeI
 			return nil
 		}
 		if len(r.GetScores()) != len(scores) {
-			return &engine.CallError{Policy: p.name, Version: p.Version(), Call: "normalize_score", Kind: engine.KindInvalid,
-				Err: fmt.Errorf("returned %d scores for %d nodes", len(r.GetScores()), len(scores))}
+			return p.CallError("normalize_score", engine.KindInvalid, fmt.Errorf("returned %d scores for %d nodes", len(r.GetScores()), len(scores)))
 		}
 		for i, ns := range r.GetScores() {
 			if ns.NodeHandle != req.Scores[i].NodeHandle {
-				return &engine.CallError{Policy: p.name, Version: p.Version(), Call: "normalize_score", Kind: engine.KindInvalid,
-					Err: fmt.Errorf("reordered the scores")}
+				return p.CallError("normalize_score", engine.KindInvalid, fmt.Errorf("reordered the scores"))
 			}
 			scores[i].Score = ns.Score
 		}

@@ -374,3 +374,10 @@ func (t *handleTable) slowLocked(name string) (int32, bool) {
 	}
 	return h, ok
 }
+
+// CallError is the error of a call into this version: it names the policy,
+// the version, the call and the kind of failure. Every failure of a policy
+// call the host finds (not the engine: it builds its own) is made here.
+func (p *Policy) CallError(call string, kind engine.Kind, err error) *engine.CallError {
+	return &engine.CallError{Policy: p.name, Version: p.Version(), Call: call, Kind: kind, Err: err}
+}

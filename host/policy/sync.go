@@ -127,7 +127,7 @@ func (m *member) holds(h int32, ni fwk.NodeInfo) bool {
 
 // nodeNotFound is the error for a call about a node the snapshot lacks.
 func (p *Policy) nodeNotFound() error {
-	return &engine.CallError{Policy: p.name, Version: p.Version(), Call: "sync", Kind: engine.KindInvalid, Err: fmt.Errorf("node not found")}
+	return p.CallError("sync", engine.KindInvalid, fmt.Errorf("node not found"))
 }
 
 // syncBatch is a NodeSync request being built: its entries and what m will
@@ -297,6 +297,5 @@ func (p *Policy) detailError(m *member, call string, code abiv1.Code) error {
 	if err != nil {
 		return err
 	}
-	return &engine.CallError{Policy: p.name, Version: p.Version(), Call: call, Kind: engine.KindInvalid,
-		Err: fmt.Errorf("guest answered %s: %v", CodeName(code), r.GetReasons())}
+	return p.CallError(call, engine.KindInvalid, fmt.Errorf("guest answered %s: %v", CodeName(code), r.GetReasons()))
 }

@@ -1,0 +1,199 @@
+package compose
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	fwk "k8s.io/kube-scheduler/framework"
+
+	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+	"github.com/wasmsched/wasmsched/host/engine"
+	"github.com/wasmsched/wasmsched/host/policy"
+)
+
+// PreScore prepares scoring nodes (the nodes that passed Filter) and reports
+// whether any policy scores; false means the scheduler may skip Score and
+// NormalizeScore. Each scoring policy scores every node in one batch
+// (policy.ScoreAll, which normalises too when the guest exports
+// wasmsched_score_nodes); a policy whose batch fails is asked node by node
+// in Score, where the failure policy applies.
+func (c *Cycle) PreScore(ctx context.Context, nodes []fwk.NodeInfo) bool {
+	any := false
+	for _, e := range c.Entries {
+		e.scores, e.scored, e.normalized = nil, false, false
+		if e.implements(abiv1.Point_POINT_SCORE) {
+			any = true
+			e.scores = make([]int64, len(nodes))
+		}
+	}
+	if !any {
+		return false
+	}
+	c.scored = nodes
+	c.scoreOrder = scoredNodes{names: make([]string, len(nodes))}
+	for i, ni := range nodes {
+		c.scoreOrder.names[i] = ni.Node().Name
+	}
+	for _, e := range c.Entries {
+		if e.scores == nil {
+			continue
+		}
+		start := time.Now()
+		res, err := e.Version.ScoreAll(ctx, c.Policy, nodes)
+		if err != nil {
+			c.retry(ctx, e, abiv1.Point_POINT_SCORE, err)
+			continue
+		}
+		if res.Bad >= 0 {
+			continue // Score meets the verdict node by node
+		}
+		e.called(abiv1.Point_POINT_SCORE, start, len(nodes), policy.Status{Code: abiv1.Code_CODE_SUCCESS}, nil)
+		copy(e.scores, res.Values)
+		e.scored, e.normalized = true, res.Normalized
+		if res.Normalized && e.Version.Implements(abiv1.Point_POINT_NORMALIZE_SCORE) && e.Observer != nil {
+			e.Observer.Called(Call{Point: abiv1.Point_POINT_NORMALIZE_SCORE, Calls: 1, Status: policy.Status{Code: abiv1.Code_CODE_SUCCESS}})
+		}
+	}
+	return true
+}
+
+// Score records the raw scores of ni from the policies PreScore could not
+// score in one batch. A failure under failurePolicy Fail fails the cycle
+// (an Error status). Safe for concurrent use on distinct nodes.
+func (c *Cycle) Score(ctx context.Context, ni fwk.NodeInfo) *Status {
+	i := -1
+	for _, e := range c.Entries {
+		if e.scores == nil || e.scored || !e.implements(abiv1.Point_POINT_SCORE) {
+			continue
+		}
+		if i < 0 {
+			var ok bool
+			if i, ok = c.scoreOrder.index(-1, ni.Node().Name); !ok {
+				return &Status{Code: abiv1.Code_CODE_ERROR, Reasons: []string{fmt.Sprintf("%s: node %s was not passed to PreScore", Name, ni.Node().Name)}}
+			}
+		}
+		start := time.Now()
+		v, s, err := e.Version.Score(ctx, c.Policy, ni)
+		e.called(abiv1.Point_POINT_SCORE, start, 1, s, err)
+		if err == nil {
+			err = mustSucceed(e, abiv1.Point_POINT_SCORE, s)
+		}
+		if err != nil {
+			if fs := c.fail(ctx, e, abiv1.Point_POINT_SCORE, err); fs != nil {
+				return fs
+			}
+			continue
+		}
+		e.scores[i] = v
+	}
+	return nil
+}
+
+// NormalizeScore normalises each policy's scores of the named nodes
+// (PreScore's, in any order; through the guest when it exports
+// NormalizeScore and did not normalise in PreScore's batch) and combines
+// them: the weighted sum divided by the total weight, so the result stays
+// in 0..100. A score outside 0..100 is the policy's failure. It returns
+// the combined score of each named node; all 0 when no policy scored.
+func (c *Cycle) NormalizeScore(ctx context.Context, names []string) ([]int64, *Status) {
+	totals := make([]int64, len(names))
+	var weights int64
+	// at[k] is the index into Entry.scores of names[k].
+	var at []int
+	for _, e := range c.Entries {
+		if e.scores == nil || !e.implements(abiv1.Point_POINT_SCORE) {
+			continue
+		}
+		if at == nil {
+			at = make([]int, len(names))
+			for k, name := range names {
+				i, ok := c.scoreOrder.index(k, name)
+				if !ok {
+					return nil, &Status{Code: abiv1.Code_CODE_ERROR, Reasons: []string{fmt.Sprintf("%s: node %s was not passed to PreScore", Name, name)}}
+				}
+				at[k] = i
+			}
+		}
+		ps := make([]policy.NodeScore, len(names))
+		for k, name := range names {
+			ps[k] = policy.NodeScore{Name: name, Score: e.scores[at[k]]}
+		}
+		call := "score"
+		if e.Version.Implements(abiv1.Point_POINT_NORMALIZE_SCORE) {
+			call = "normalize_score"
+		}
+		if e.Version.Implements(abiv1.Point_POINT_NORMALIZE_SCORE) && !e.normalized {
+			infos := make([]fwk.NodeInfo, len(names))
+			for k := range names {
+				infos[k] = c.scored[at[k]]
+			}
+			start := time.Now()
+			s, err := e.Version.NormalizeScore(ctx, c.Policy, infos, ps)
+			e.called(abiv1.Point_POINT_NORMALIZE_SCORE, start, 1, s, err)
+			if err == nil {
+				err = mustSucceed(e, abiv1.Point_POINT_NORMALIZE_SCORE, s)
+			}
+			if err != nil {
+				if fs := c.fail(ctx, e, abiv1.Point_POINT_NORMALIZE_SCORE, err); fs != nil {
+					return nil, fs
+				}
+				continue
+			}
+		}
+		if err := inRange(e, call, ps); err != nil {
+			if fs := c.fail(ctx, e, abiv1.Point_POINT_SCORE, err); fs != nil {
+				return nil, fs
+			}
+			continue // left out: this policy does not count for this pod
+		}
+		for k, s := range ps {
+			totals[k] += e.Weight * s.Score
+		}
+		weights += e.Weight
+	}
+	if weights > 0 {
+		for k := range totals {
+			totals[k] /= weights
+		}
+	}
+	return totals, nil
+}
+
+// inRange checks a policy's final scores; call is the guest call that gave
+// them.
+func inRange(e *Entry, call string, ps []policy.NodeScore) error {
+	for _, s := range ps {
+		if s.Score < fwk.MinNodeScore || s.Score > fwk.MaxNodeScore {
+			return e.Version.CallError(call, engine.KindInvalid,
+				fmt.Errorf("%d for node %s is outside %d..%d", s.Score, s.Name, fwk.MinNodeScore, fwk.MaxNodeScore))
+		}
+	}
+	return nil
+}
+
+// scoredNodes are the names of the nodes PreScore was given, in order. The
+// framework passes Score one of them at a time and NormalizeScore all of
+// them, in the same order; index finds a node's position from its name.
+type scoredNodes struct {
+	names  []string
+	once   sync.Once
+	byName map[string]int // built on the first lookup that the order does not answer
+}
+
+// index returns the position of the named node among PreScore's nodes; k is
+// where it is expected (-1: anywhere).
+func (sn *scoredNodes) index(k int, name string) (int, bool) {
+	if k >= 0 && k < len(sn.names) && sn.names[k] == name {
+		return k, true
+	}
+	sn.once.Do(func() {
+		sn.byName = make(map[string]int, len(sn.names))
+		for i, n := range sn.names {
+			sn.byName[n] = i
+		}
+	})
+	i, ok := sn.byName[name]
+	return i, ok
+}

@@ -1,0 +1,76 @@
+package plugin
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+	"github.com/wasmsched/wasmsched/host/policy"
+)
+
+// PreFilter pins the policy versions for the cycle, starts the cycle in
+// each policy (which runs the guests' PreFilter) and merges their node
+// subsets.
+func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	st := pl.newCycle(pod, nodes)
+	cs.Write(stateKey, st)
+	res := st.c.PreFilter(ctx)
+	switch {
+	case res.Status != nil:
+		return nil, toStatus(res.Status).WithPlugin(Name)
+	case res.Skip:
+		return nil, fwk.NewStatus(fwk.Skip)
+	case res.NodeNames != nil:
+		return &fwk.PreFilterResult{NodeNames: res.NodeNames}, nil
+	}
+	return nil, nil
+}
+
+// PreFilterExtensions implements fwk.PreFilterPlugin.
+func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Filter passes a node only if every policy passes it, in order. The
+// reasons it returns for a pod's nodes are bounded by the cycle's budget.
+func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	st, err := getState(cs)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	s, e := st.c.Filter(ctx, ni)
+	if s == nil {
+		return nil
+	}
+	return st.reasons.limit(ctx, pod, e.Name, toStatus(s))
+}
+
+// PostFilter gives policies that export it a say when no node fits; the
+// first nomination wins.
+func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	st, err := getState(cs)
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	if !st.c.Implements(abiv1.Point_POINT_POST_FILTER) {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	all, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	statuses := make([]policy.NodeStatus, 0, len(all))
+	for _, ni := range all {
+		s := m.Get(ni.Node().Name)
+		ps := policy.Status{Code: abiv1.Code_CODE_UNSCHEDULABLE, Reasons: s.Reasons()}
+		if s.Code() == fwk.UnschedulableAndUnresolvable {
+			ps.Code = abiv1.Code_CODE_UNSCHEDULABLE_AND_UNRESOLVABLE
+		}
+		statuses = append(statuses, policy.NodeStatus{Node: ni, Status: ps})
+	}
+	nominated, s := st.c.PostFilter(ctx, statuses)
+	if nominated != "" {
+		return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: nominated, NominatingMode: fwk.ModeOverride}}, nil
+	}
+	return nil, toStatus(s)
+}
