@@ -12,7 +12,9 @@ import (
 
 	"k8s.io/component-base/configz"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	schedulerconfig "k8s.io/kubernetes/cmd/kube-scheduler/app/config"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/scheduler"
 )
 
 // SchedulerOptions configures [StartScheduler].
@@ -84,34 +86,13 @@ func StartScheduler(ctx context.Context, opts SchedulerOptions) (*Scheduler, err
 		}
 	}
 
-	o := options.NewOptions()
-	// As the command does after parsing flags; Setup would otherwise do it
-	// with a warning. There are no flags, so this applies the defaults.
-	if err := o.ComponentGlobalsRegistry.Set(); err != nil {
-		s.removeDir()
-		return nil, fmt.Errorf("controlplane: %w", err)
-	}
-	o.ConfigFile = configFile
-	o.SecureServing.BindPort = opts.SecurePort
-	if opts.SecurePort != 0 {
-		o.SecureServing.BindAddress = net.IPv4(127, 0, 0, 1)
-		o.Authentication.RemoteKubeConfigFile = opts.Kubeconfig
-		o.Authorization.RemoteKubeConfigFile = opts.Kubeconfig
-	}
-
-	// The scheduler's informers and event broadcaster live on the context
-	// given to Setup, so it must be the long-lived one.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
-	cc, sched, err := app.Setup(runCtx, o, opts.RegistryOptions...)
-	if err == nil && cc.LeaderElection != nil {
-		err = errors.New("leader election must be disabled (leaderElection.leaderElect: false): " +
-			"kube-scheduler exits the process when it stops while leading")
-	}
+	cc, sched, err := setup(runCtx, configFile, opts)
 	if err != nil {
 		cancel()
 		s.removeDir()
-		return nil, fmt.Errorf("controlplane: set up kube-scheduler: %w", err)
+		return nil, err
 	}
 
 	go func() {
@@ -130,6 +111,74 @@ func StartScheduler(ctx context.Context, opts SchedulerOptions) (*Scheduler, err
 	}()
 	return s, nil
 }
+
+// setup builds kube-scheduler as its command would, from configFile, with
+// leader election refused. The scheduler's informers and event broadcaster
+// live on ctx, so it must be the long-lived one.
+func setup(ctx context.Context, configFile string, opts SchedulerOptions) (*schedulerconfig.CompletedConfig, *scheduler.Scheduler, error) {
+	o := options.NewOptions()
+	// As the command does after parsing flags; Setup would otherwise do it
+	// with a warning. There are no flags, so this applies the defaults.
+	if err := o.ComponentGlobalsRegistry.Set(); err != nil {
+		return nil, nil, fmt.Errorf("controlplane: %w", err)
+	}
+	o.ConfigFile = configFile
+	o.SecureServing.BindPort = opts.SecurePort
+	if opts.SecurePort != 0 {
+		o.SecureServing.BindAddress = net.IPv4(127, 0, 0, 1)
+		o.Authentication.RemoteKubeConfigFile = opts.Kubeconfig
+		o.Authorization.RemoteKubeConfigFile = opts.Kubeconfig
+	}
+	cc, sched, err := app.Setup(ctx, o, opts.RegistryOptions...)
+	if err == nil && cc.LeaderElection != nil {
+		err = errors.New("leader election must be disabled (leaderElection.leaderElect: false): " +
+			"kube-scheduler exits the process when it stops while leading")
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("controlplane: set up kube-scheduler: %w", err)
+	}
+	return cc, sched, nil
+}
+
+// PreparedScheduler is a kube-scheduler built but not scheduling: its
+// informers feed its cache, and a test drives its profiles' frameworks
+// itself (Scheduler.SchedulePod, the frameworks' Run* methods).
+type PreparedScheduler struct {
+	// Scheduler is the scheduler, its profiles in Scheduler.Profiles.
+	Scheduler *scheduler.Scheduler
+	cancel    context.CancelFunc
+}
+
+// PrepareScheduler builds kube-scheduler from opts.ConfigFile (required)
+// as StartScheduler would, starts its informers and waits until they have
+// synced, but does not start scheduling. Stop releases it.
+func PrepareScheduler(ctx context.Context, opts SchedulerOptions) (*PreparedScheduler, error) {
+	if opts.ConfigFile == "" {
+		return nil, errors.New("controlplane: PrepareScheduler needs ConfigFile")
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	cc, sched, err := setup(runCtx, opts.ConfigFile, opts)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	cc.InformerFactory.Start(runCtx.Done())
+	if cc.DynInformerFactory != nil {
+		cc.DynInformerFactory.Start(runCtx.Done())
+	}
+	cc.InformerFactory.WaitForCacheSync(runCtx.Done())
+	if cc.DynInformerFactory != nil {
+		cc.DynInformerFactory.WaitForCacheSync(runCtx.Done())
+	}
+	if err := sched.WaitForHandlersSync(runCtx); err != nil {
+		cancel()
+		return nil, fmt.Errorf("controlplane: kube-scheduler's event handlers: %w", err)
+	}
+	return &PreparedScheduler{Scheduler: sched, cancel: cancel}, nil
+}
+
+// Stop stops the informers and the scheduler's background work.
+func (p *PreparedScheduler) Stop() { p.cancel() }
 
 func minimalSchedulerConfig(kubeconfig string) []byte {
 	// strconv.Quote gives a JSON string, which is valid YAML.

@@ -89,8 +89,8 @@ var hostileCases = []hostileCase{
 		failure: "filter: returned status code 99, which is not a valid code"},
 	{name: "score-outofrange", at: "score", how: "outofrange", point: "score", kind: "invalid",
 		failure: "score: 1000 for node hostile-"},
-	{name: "score-bigscore", at: "score", how: "bigscore", point: "score", kind: "rejected",
-		failure: "score: Error [score 1099511627776 does not fit in an int32]"},
+	{name: "score-bigscore", at: "score", how: "bigscore", point: "score", kind: "guest",
+		failure: "score: policy reported an error: score 1099511627776 does not fit in an int32"},
 	{name: "filter-bigresult", at: "filter", how: "bigresult", point: "filter", kind: "invalid",
 		failure: "filter: result of 68157702 bytes exceeds the 67108864 byte limit"},
 
