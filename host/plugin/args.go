@@ -30,6 +30,12 @@ import (
 //	      timeout: 200ms
 //	      memoryLimit: 256Mi
 //	      settings: {strategy: binpack}
+//
+// Its deep-copy functions are generated (zz_generated.deepcopy.go, by `make
+// generate`), so that a field added here is never lost by a copy.
+//
+// +k8s:deepcopy-gen=true
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 type Args struct {
 	metav1.TypeMeta `json:",inline"`
 	// Namespace holds the policies' ConfigMaps and the status ConfigMap
@@ -40,6 +46,8 @@ type Args struct {
 }
 
 // PolicyArgs configure one policy.
+//
+// +k8s:deepcopy-gen=true
 type PolicyArgs struct {
 	// Name identifies the policy in events, logs and metrics.
 	Name string `json:"name"`
@@ -71,6 +79,8 @@ type PolicyArgs struct {
 }
 
 // Source locates a module. Exactly one of File, ConfigMap and URL is set.
+//
+// +k8s:deepcopy-gen=true
 type Source struct {
 	// File is a path on the scheduler's file system, watched for changes.
 	File string `json:"file,omitempty"`
@@ -268,26 +278,4 @@ func (p *PolicyArgs) engineConfig() engine.Config {
 		CallTimeout: p.Timeout.Duration,
 		MemoryLimit: uint64(p.MemoryLimit.Value()),
 	}
-}
-
-// DeepCopyObject implements runtime.Object.
-func (a *Args) DeepCopyObject() runtime.Object { return a.DeepCopy() }
-
-// DeepCopy copies the arguments.
-func (a *Args) DeepCopy() *Args {
-	out := &Args{TypeMeta: a.TypeMeta, Policies: make([]PolicyArgs, len(a.Policies))}
-	for i, p := range a.Policies {
-		c := p
-		if p.Timeout != nil {
-			t := *p.Timeout
-			c.Timeout = &t
-		}
-		if p.MemoryLimit != nil {
-			q := p.MemoryLimit.DeepCopy()
-			c.MemoryLimit = &q
-		}
-		c.Settings = append(json.RawMessage(nil), p.Settings...)
-		out.Policies[i] = c
-	}
-	return out
 }

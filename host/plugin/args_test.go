@@ -1,11 +1,15 @@
 package plugin
 
 import (
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/dump"
 )
 
 func decode(t *testing.T, js string) (*Args, error) {
@@ -68,5 +72,91 @@ func TestArgsSettingsVerbatim(t *testing.T) {
 	c.Policies[0].Settings[2] = 'X'
 	if a.Policies[0].Settings[2] == 'X' {
 		t.Fatal("DeepCopy shares settings")
+	}
+}
+
+// Arguments handed over already decoded (a *Args, as a scheduler built
+// with the plugin's types passes them) keep every field, the namespace
+// included.
+func TestArgsDecodedObjectKeepsEveryField(t *testing.T) {
+	in := &Args{Namespace: "team-a", Policies: []PolicyArgs{{Name: "a", Source: Source{ConfigMap: "a"}}}}
+	a, err := DecodeArgs(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Namespace != "team-a" {
+		t.Fatalf("namespace %q, want team-a", a.Namespace)
+	}
+	if a == in || &a.Policies[0] == &in.Policies[0] {
+		t.Fatal("DecodeArgs defaulted the caller's arguments in place")
+	}
+}
+
+// DeepCopy loses no field and shares no memory with its original, for
+// every field the argument types have now or gain later: fill sets each
+// one, through pointers and slices, or fails on a kind it cannot fill.
+func TestArgsDeepCopyEveryField(t *testing.T) {
+	orig, want := &Args{}, &Args{}
+	fill(t, reflect.ValueOf(orig).Elem(), 1)
+	fill(t, reflect.ValueOf(want).Elem(), 1)
+	c := orig.DeepCopy()
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("DeepCopy lost fields:\n got %s\nwant %s", dump.Pretty(c), dump.Pretty(want))
+	}
+	if obj, ok := orig.DeepCopyObject().(*Args); !ok || !reflect.DeepEqual(obj, want) {
+		t.Fatalf("DeepCopyObject = %s, want %s", dump.Pretty(obj), dump.Pretty(want))
+	}
+	// Writing every field of the copy in place (through its pointers and
+	// into its slices' arrays) must leave the original as it was.
+	fill(t, reflect.ValueOf(c).Elem(), 2)
+	if !reflect.DeepEqual(orig, want) {
+		t.Fatalf("changing the copy changed the original:\n got %s\nwant %s", dump.Pretty(orig), dump.Pretty(want))
+	}
+	if reflect.DeepEqual(c, want) {
+		t.Fatal("fill did not change the copy")
+	}
+}
+
+// fill sets every field reachable from v to a non-zero value derived from
+// seed, writing into existing pointees and slice elements rather than
+// replacing them. It fails the test on a kind it does not know, so a new
+// kind of field cannot go unchecked.
+func fill(t *testing.T, v reflect.Value, seed int) {
+	t.Helper()
+	if q, ok := v.Addr().Interface().(*resource.Quantity); ok {
+		*q = resource.MustParse(fmt.Sprintf("%dMi", 8+seed))
+		return
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			if !f.IsExported() {
+				t.Fatalf("%s.%s is unexported: teach fill to set it", v.Type(), f.Name)
+			}
+			fill(t, v.Field(i), seed+i)
+		}
+	case reflect.Pointer:
+		if v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
+		fill(t, v.Elem(), seed)
+	case reflect.Slice:
+		if v.Len() == 0 {
+			v.Set(reflect.MakeSlice(v.Type(), 2, 2))
+		}
+		for i := range v.Len() {
+			fill(t, v.Index(i), seed+i)
+		}
+	case reflect.String:
+		v.SetString(fmt.Sprintf("%s-%d", v.Type().Name(), seed))
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(int64(seed + 1))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(uint64(seed + 1))
+	case reflect.Bool:
+		v.SetBool(!v.Bool()) // true on a first fill, changed on a second
+	default:
+		t.Fatalf("fill: %s (%s) is not handled", v.Type(), v.Kind())
 	}
 }
