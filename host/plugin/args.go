@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -87,7 +86,9 @@ type Source struct {
 	// ConfigMap is the policy name of ConfigMaps written by `wasmsched
 	// pack`/`push` in Args.Namespace, watched through the API.
 	ConfigMap string `json:"configMap,omitempty"`
-	// URL is an https:// address, fetched once and pinned by SHA256.
+	// URL is an https:// address (http:// only to localhost, 127.0.0.1 or
+	// ::1), fetched once and pinned by SHA256, the module's sha256 as 64 hex
+	// digits. host/source's CheckURL holds the rules.
 	URL    string `json:"url,omitempty"`
 	SHA256 string `json:"sha256,omitempty"`
 }
@@ -201,11 +202,15 @@ func Validate(a *Args) field.ErrorList {
 			}
 		}
 		if p.Source.URL != "" {
-			if !strings.HasPrefix(p.Source.URL, "https://") {
-				errs = append(errs, field.Invalid(path.Child("source", "url"), p.Source.URL, "must be an https:// URL"))
-			}
-			if len(p.Source.SHA256) != 64 {
-				errs = append(errs, field.Required(path.Child("source", "sha256"), "a URL source must be pinned by the module's sha256 (64 hex digits)"))
+			// The URL source's own rules (host/source), so that what
+			// passes here is what the source will fetch.
+			for _, pr := range source.CheckURL(p.Source.URL, p.Source.SHA256) {
+				f, detail := path.Child("source", pr.Field), fmt.Sprintf("policy %q: %s", p.Name, pr.Reason)
+				if pr.Field == "sha256" && p.Source.SHA256 == "" {
+					errs = append(errs, field.Required(f, detail))
+				} else {
+					errs = append(errs, field.Invalid(f, pr.Value, detail))
+				}
 			}
 		} else if p.Source.SHA256 != "" {
 			errs = append(errs, field.Invalid(path.Child("source", "sha256"), p.Source.SHA256, "only meaningful with url"))

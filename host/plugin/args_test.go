@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/dump"
+
+	"github.com/wasmsched/wasmsched/host/source"
 )
 
 func decode(t *testing.T, js string) (*Args, error) {
@@ -43,6 +46,7 @@ func TestArgsValidationNamesTheField(t *testing.T) {
 		{`{"policies": [{"name": "a", "source": {"file": "x", "configMap": "a"}}]}`, "only one of file, configMap and url may be set"},
 		{`{"policies": [{"name": "a", "source": {"url": "http://x/a.wasm", "sha256": "` + strings.Repeat("0", 64) + `"}}]}`, "policies[0].source.url: Invalid value"},
 		{`{"policies": [{"name": "a", "source": {"url": "https://x/a.wasm"}}]}`, "policies[0].source.sha256: Required value"},
+		{`{"policies": [{"name": "a", "source": {"file": "x", "sha256": "` + strings.Repeat("0", 64) + `"}}]}`, "policies[0].source.sha256: Invalid value"},
 		{`{"policies": [{"name": "a", "source": {"file": "x"}, "mode": "Shadow"}]}`, "policies[0].shadows: Required value"},
 		{`{"policies": [{"name": "a", "source": {"file": "x"}, "mode": "Shadow", "shadows": "b"}]}`, `policies[0].shadows: Invalid value: "b": must name an enforcing policy`},
 		{`{"policies": [{"name": "a", "source": {"file": "x"}, "onDelete": "Explode"}]}`, `policies[0].onDelete: Unsupported value: "Explode"`},
@@ -56,6 +60,54 @@ func TestArgsValidationNamesTheField(t *testing.T) {
 		_, err := decode(t, tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("args %s: err = %v, want it to contain %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// A URL source's address and digest are judged by host/source's rules, so
+// that arguments accepted here are fetched by the source and arguments the
+// source would refuse are refused here, at start-up, naming the policy and
+// the field.
+func TestArgsURLSourceAgreesWithTheSource(t *testing.T) {
+	d := source.Digest([]byte("module"))
+	for _, tc := range []struct {
+		url, sha256 string
+		want        []string // in the argument error; none: valid
+	}{
+		{"https://example.com/gpu.wasm", d, nil},
+		{"https://example.com/gpu.wasm", strings.ToUpper(d), nil},
+		{"http://localhost/gpu.wasm", d, nil},
+		{"http://localhost:8080/gpu.wasm", d, nil},
+		{"http://127.0.0.1:8080/gpu.wasm", d, nil},
+		{"http://[::1]/gpu.wasm", d, nil},
+		{"http://example.com/gpu.wasm", d, []string{`policies[0].source.url: Invalid value: "http://example.com/gpu.wasm": policy "gpu": http is only allowed for localhost; use https`}},
+		{"ftp://example.com/gpu.wasm", d, []string{`policies[0].source.url: Invalid value: "ftp://example.com/gpu.wasm": policy "gpu": want an https:// URL`}},
+		{"https://user:secret@example.com/gpu.wasm", "", []string{`policies[0].source.sha256: Required value: policy "gpu": missing`}},
+		{"https://example.com/gpu.wasm", d[:63], []string{`policies[0].source.sha256: Invalid value: "` + d[:63] + `": policy "gpu": want the module's sha256 as 64 hex digits, got 63 characters`}},
+		{"https://example.com/gpu.wasm", d + "0", []string{`policy "gpu": want the module's sha256 as 64 hex digits, got 65 characters`}},
+		{"https://example.com/gpu.wasm", d[:63] + "z", []string{`policies[0].source.sha256: Invalid value: "` + d[:63] + `z": policy "gpu": want the module's sha256 as 64 hex digits, got 'z' at offset 63`}},
+		{"https://example.com/gpu.wasm", "sha256:" + d, []string{`policy "gpu": want the module's sha256 as 64 hex digits, without the "sha256:" prefix`}},
+		// Both wrong: both reported, the password never shown.
+		{"http://user:secret@example.com/gpu.wasm", "abc", []string{
+			`policies[0].source.url: Invalid value: "http://user:xxxxx@example.com/gpu.wasm": policy "gpu": http is only allowed`,
+			`policies[0].source.sha256: Invalid value: "abc": policy "gpu": want the module's sha256 as 64 hex digits, got 3 characters`}},
+	} {
+		js, _ := json.Marshal(map[string]any{"policies": []any{map[string]any{"name": "gpu", "source": map[string]any{"url": tc.url, "sha256": tc.sha256}}}})
+		_, err := decode(t, string(js))
+		srcErr := source.ValidateURL(tc.url, tc.sha256)
+		if (err == nil) != (srcErr == nil) {
+			t.Errorf("url %q, sha256 %q: arguments say %v, the source says %v", tc.url, tc.sha256, err, srcErr)
+		}
+		if len(tc.want) == 0 && err != nil {
+			t.Errorf("url %q, sha256 %q: %v, want valid", tc.url, tc.sha256, err)
+		}
+		for _, want := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("url %q, sha256 %q: err = %v, want it to contain %q", tc.url, tc.sha256, err, want)
+			}
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("the error shows the URL's password: %v", err)
 		}
 	}
 }
