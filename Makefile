@@ -114,7 +114,8 @@ vet:
 	$(GUEST_ENV) $(GO) vet ./guest/... ./examples/...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || { gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); echo "gofmt needed" >&2; exit 1; }
 
-## test: every test (guests are built by the tests themselves)
+## test: every test (guests are built by the tests themselves); among them,
+## internal/tracked's refuses build outputs and files over 1 MiB in git ls-files
 test: vet
 	@# test/e2e runs kube-scheduler built with -race (failover, load): compile
 	@# it here, so that its tests only link it, within their timeout.
