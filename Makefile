@@ -10,10 +10,13 @@ GUEST_FLAGS   := -buildmode=c-shared -trimpath -ldflags="-s -w"
 K8S_VERSION   := $(shell $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes 2>/dev/null)
 LDFLAGS       := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35
 PLUGIN_GEN    := github.com/knqyf263/go-plugin/cmd/protoc-gen-go-plugin@v0.9.0
+# deepcopy-gen of the code-generator release matching the k8s.io/* staging
+# modules go.mod pins (k8s.io/apimachinery's version).
+DEEPCOPY_GEN  := k8s.io/code-generator/cmd/deepcopy-gen@$(shell $(GO) list -m -f '{{.Version}}' k8s.io/apimachinery 2>/dev/null)
 TEST_TIMEOUT  ?= 30m
 RACE_PKGS     := ./host ./host/convert ./host/engine ./host/eval ./host/interrupt ./host/plugin ./host/policy ./host/pool
 
-.PHONY: all build build-scheduler examples generate check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo examples-tinygo test-tinygo
+.PHONY: all build build-scheduler examples generate generate-abi generate-deepcopy check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo examples-tinygo test-tinygo
 
 all: build examples
 
@@ -83,8 +86,12 @@ protoc:
 	     (apt-get update -q >/dev/null && apt-get install -y -q protobuf-compiler libprotobuf-dev >/dev/null)); \
 	  else echo "protoc is missing: install protobuf-compiler (Debian) as root" >&2; exit 1; fi; }
 
-## generate: regenerate abi/v1 from policy.proto (byte for byte reproducible)
-generate: protoc
+## generate: regenerate abi/v1 from policy.proto and host/plugin's
+## zz_generated.deepcopy.go from the plugin's argument types (+k8s:deepcopy-gen
+## tags in args.go); byte for byte reproducible
+generate: generate-abi generate-deepcopy
+
+generate-abi: protoc
 	GOBIN=$(TOOLS) $(GO) install $(PLUGIN_GEN)
 	cd abi/v1 && protoc --plugin=protoc-gen-go-plugin=$(TOOLS)/protoc-gen-go-plugin \
 	  --go-plugin_out=. --go-plugin_opt=paths=source_relative policy.proto
@@ -92,16 +99,23 @@ generate: protoc
 	@# guest exports, options) is replaced by host/engine and guest (RATIONALE.md).
 	rm -f abi/v1/policy_host.pb.go abi/v1/policy_plugin.pb.go abi/v1/policy_options.pb.go
 
-## check-generate: fail if the committed generated code differs from a fresh generation
+generate-deepcopy:
+	$(GO) run $(DEEPCOPY_GEN) --output-file zz_generated.deepcopy.go ./host/plugin
+
+## check-generate: fail if the committed generated code differs from a fresh
+## generation (or a generated file is not committed)
+GENERATED := abi/v1/ host/plugin/zz_generated.deepcopy.go
 check-generate: generate
-	@git diff --exit-code -- abi/v1/ || { echo "abi/v1: generated code is stale: run make generate and commit" >&2; exit 1; }
+	@git diff --exit-code -- $(GENERATED) && test -z "$$(git ls-files --others --exclude-standard -- $(GENERATED))" || { \
+	  git ls-files --others --exclude-standard -- $(GENERATED); echo "generated code is stale or new: run make generate and commit" >&2; exit 1; }
 
 vet:
 	$(GO) vet ./...
 	$(GUEST_ENV) $(GO) vet ./guest/... ./examples/...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || { gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); echo "gofmt needed" >&2; exit 1; }
 
-## test: every test (guests are built by the tests themselves)
+## test: every test (guests are built by the tests themselves); among them,
+## internal/tracked's refuses build outputs and files over 1 MiB in git ls-files
 test: vet
 	@# test/e2e runs kube-scheduler built with -race (failover, load): compile
 	@# it here, so that its tests only link it, within their timeout.

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -30,6 +29,12 @@ import (
 //	      timeout: 200ms
 //	      memoryLimit: 256Mi
 //	      settings: {strategy: binpack}
+//
+// Its deep-copy functions are generated (zz_generated.deepcopy.go, by `make
+// generate`), so that a field added here is never lost by a copy.
+//
+// +k8s:deepcopy-gen=true
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 type Args struct {
 	metav1.TypeMeta `json:",inline"`
 	// Namespace holds the policies' ConfigMaps and the status ConfigMap
@@ -40,6 +45,8 @@ type Args struct {
 }
 
 // PolicyArgs configure one policy.
+//
+// +k8s:deepcopy-gen=true
 type PolicyArgs struct {
 	// Name identifies the policy in events, logs and metrics.
 	Name string `json:"name"`
@@ -71,13 +78,17 @@ type PolicyArgs struct {
 }
 
 // Source locates a module. Exactly one of File, ConfigMap and URL is set.
+//
+// +k8s:deepcopy-gen=true
 type Source struct {
 	// File is a path on the scheduler's file system, watched for changes.
 	File string `json:"file,omitempty"`
 	// ConfigMap is the policy name of ConfigMaps written by `wasmsched
 	// pack`/`push` in Args.Namespace, watched through the API.
 	ConfigMap string `json:"configMap,omitempty"`
-	// URL is an https:// address, fetched once and pinned by SHA256.
+	// URL is an https:// address (http:// only to localhost, 127.0.0.1 or
+	// ::1), fetched once and pinned by SHA256, the module's sha256 as 64 hex
+	// digits. host/source's CheckURL holds the rules.
 	URL    string `json:"url,omitempty"`
 	SHA256 string `json:"sha256,omitempty"`
 }
@@ -191,11 +202,15 @@ func Validate(a *Args) field.ErrorList {
 			}
 		}
 		if p.Source.URL != "" {
-			if !strings.HasPrefix(p.Source.URL, "https://") {
-				errs = append(errs, field.Invalid(path.Child("source", "url"), p.Source.URL, "must be an https:// URL"))
-			}
-			if len(p.Source.SHA256) != 64 {
-				errs = append(errs, field.Required(path.Child("source", "sha256"), "a URL source must be pinned by the module's sha256 (64 hex digits)"))
+			// The URL source's own rules (host/source), so that what
+			// passes here is what the source will fetch.
+			for _, pr := range source.CheckURL(p.Source.URL, p.Source.SHA256) {
+				f, detail := path.Child("source", pr.Field), fmt.Sprintf("policy %q: %s", p.Name, pr.Reason)
+				if pr.Field == "sha256" && p.Source.SHA256 == "" {
+					errs = append(errs, field.Required(f, detail))
+				} else {
+					errs = append(errs, field.Invalid(f, pr.Value, detail))
+				}
 			}
 		} else if p.Source.SHA256 != "" {
 			errs = append(errs, field.Invalid(path.Child("source", "sha256"), p.Source.SHA256, "only meaningful with url"))
@@ -268,26 +283,4 @@ func (p *PolicyArgs) engineConfig() engine.Config {
 		CallTimeout: p.Timeout.Duration,
 		MemoryLimit: uint64(p.MemoryLimit.Value()),
 	}
-}
-
-// DeepCopyObject implements runtime.Object.
-func (a *Args) DeepCopyObject() runtime.Object { return a.DeepCopy() }
-
-// DeepCopy copies the arguments.
-func (a *Args) DeepCopy() *Args {
-	out := &Args{TypeMeta: a.TypeMeta, Policies: make([]PolicyArgs, len(a.Policies))}
-	for i, p := range a.Policies {
-		c := p
-		if p.Timeout != nil {
-			t := *p.Timeout
-			c.Timeout = &t
-		}
-		if p.MemoryLimit != nil {
-			q := p.MemoryLimit.DeepCopy()
-			c.MemoryLimit = &q
-		}
-		c.Settings = append(json.RawMessage(nil), p.Settings...)
-		out.Policies[i] = c
-	}
-	return out
 }

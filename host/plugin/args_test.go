@@ -1,11 +1,18 @@
 package plugin
 
 import (
+	"encoding/json"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/dump"
+
+	"github.com/wasmsched/wasmsched/host/source"
 )
 
 func decode(t *testing.T, js string) (*Args, error) {
@@ -39,6 +46,7 @@ func TestArgsValidationNamesTheField(t *testing.T) {
 		{`{"policies": [{"name": "a", "source": {"file": "x", "configMap": "a"}}]}`, "only one of file, configMap and url may be set"},
 		{`{"policies": [{"name": "a", "source": {"url": "http://x/a.wasm", "sha256": "` + strings.Repeat("0", 64) + `"}}]}`, "policies[0].source.url: Invalid value"},
 		{`{"policies": [{"name": "a", "source": {"url": "https://x/a.wasm"}}]}`, "policies[0].source.sha256: Required value"},
+		{`{"policies": [{"name": "a", "source": {"file": "x", "sha256": "` + strings.Repeat("0", 64) + `"}}]}`, "policies[0].source.sha256: Invalid value"},
 		{`{"policies": [{"name": "a", "source": {"file": "x"}, "mode": "Shadow"}]}`, "policies[0].shadows: Required value"},
 		{`{"policies": [{"name": "a", "source": {"file": "x"}, "mode": "Shadow", "shadows": "b"}]}`, `policies[0].shadows: Invalid value: "b": must name an enforcing policy`},
 		{`{"policies": [{"name": "a", "source": {"file": "x"}, "onDelete": "Explode"}]}`, `policies[0].onDelete: Unsupported value: "Explode"`},
@@ -56,6 +64,54 @@ func TestArgsValidationNamesTheField(t *testing.T) {
 	}
 }
 
+// A URL source's address and digest are judged by host/source's rules, so
+// that arguments accepted here are fetched by the source and arguments the
+// source would refuse are refused here, at start-up, naming the policy and
+// the field.
+func TestArgsURLSourceAgreesWithTheSource(t *testing.T) {
+	d := source.Digest([]byte("module"))
+	for _, tc := range []struct {
+		url, sha256 string
+		want        []string // in the argument error; none: valid
+	}{
+		{"https://example.com/gpu.wasm", d, nil},
+		{"https://example.com/gpu.wasm", strings.ToUpper(d), nil},
+		{"http://localhost/gpu.wasm", d, nil},
+		{"http://localhost:8080/gpu.wasm", d, nil},
+		{"http://127.0.0.1:8080/gpu.wasm", d, nil},
+		{"http://[::1]/gpu.wasm", d, nil},
+		{"http://example.com/gpu.wasm", d, []string{`policies[0].source.url: Invalid value: "http://example.com/gpu.wasm": policy "gpu": http is only allowed for localhost; use https`}},
+		{"ftp://example.com/gpu.wasm", d, []string{`policies[0].source.url: Invalid value: "ftp://example.com/gpu.wasm": policy "gpu": want an https:// URL`}},
+		{"https://user:secret@example.com/gpu.wasm", "", []string{`policies[0].source.sha256: Required value: policy "gpu": missing`}},
+		{"https://example.com/gpu.wasm", d[:63], []string{`policies[0].source.sha256: Invalid value: "` + d[:63] + `": policy "gpu": want the module's sha256 as 64 hex digits, got 63 characters`}},
+		{"https://example.com/gpu.wasm", d + "0", []string{`policy "gpu": want the module's sha256 as 64 hex digits, got 65 characters`}},
+		{"https://example.com/gpu.wasm", d[:63] + "z", []string{`policies[0].source.sha256: Invalid value: "` + d[:63] + `z": policy "gpu": want the module's sha256 as 64 hex digits, got 'z' at offset 63`}},
+		{"https://example.com/gpu.wasm", "sha256:" + d, []string{`policy "gpu": want the module's sha256 as 64 hex digits, without the "sha256:" prefix`}},
+		// Both wrong: both reported, the password never shown.
+		{"http://user:secret@example.com/gpu.wasm", "abc", []string{
+			`policies[0].source.url: Invalid value: "http://user:xxxxx@example.com/gpu.wasm": policy "gpu": http is only allowed`,
+			`policies[0].source.sha256: Invalid value: "abc": policy "gpu": want the module's sha256 as 64 hex digits, got 3 characters`}},
+	} {
+		js, _ := json.Marshal(map[string]any{"policies": []any{map[string]any{"name": "gpu", "source": map[string]any{"url": tc.url, "sha256": tc.sha256}}}})
+		_, err := decode(t, string(js))
+		srcErr := source.ValidateURL(tc.url, tc.sha256)
+		if (err == nil) != (srcErr == nil) {
+			t.Errorf("url %q, sha256 %q: arguments say %v, the source says %v", tc.url, tc.sha256, err, srcErr)
+		}
+		if len(tc.want) == 0 && err != nil {
+			t.Errorf("url %q, sha256 %q: %v, want valid", tc.url, tc.sha256, err)
+		}
+		for _, want := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("url %q, sha256 %q: err = %v, want it to contain %q", tc.url, tc.sha256, err, want)
+			}
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("the error shows the URL's password: %v", err)
+		}
+	}
+}
+
 func TestArgsSettingsVerbatim(t *testing.T) {
 	a, err := decode(t, `{"policies": [{"name": "a", "source": {"file": "x"}, "settings": {"nodes": ["n1"], "deep": {"x": 1}}}]}`)
 	if err != nil {
@@ -68,5 +124,91 @@ func TestArgsSettingsVerbatim(t *testing.T) {
 	c.Policies[0].Settings[2] = 'X'
 	if a.Policies[0].Settings[2] == 'X' {
 		t.Fatal("DeepCopy shares settings")
+	}
+}
+
+// Arguments handed over already decoded (a *Args, as a scheduler built
+// with the plugin's types passes them) keep every field, the namespace
+// included.
+func TestArgsDecodedObjectKeepsEveryField(t *testing.T) {
+	in := &Args{Namespace: "team-a", Policies: []PolicyArgs{{Name: "a", Source: Source{ConfigMap: "a"}}}}
+	a, err := DecodeArgs(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Namespace != "team-a" {
+		t.Fatalf("namespace %q, want team-a", a.Namespace)
+	}
+	if a == in || &a.Policies[0] == &in.Policies[0] {
+		t.Fatal("DecodeArgs defaulted the caller's arguments in place")
+	}
+}
+
+// DeepCopy loses no field and shares no memory with its original, for
+// every field the argument types have now or gain later: fill sets each
+// one, through pointers and slices, or fails on a kind it cannot fill.
+func TestArgsDeepCopyEveryField(t *testing.T) {
+	orig, want := &Args{}, &Args{}
+	fill(t, reflect.ValueOf(orig).Elem(), 1)
+	fill(t, reflect.ValueOf(want).Elem(), 1)
+	c := orig.DeepCopy()
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("DeepCopy lost fields:\n got %s\nwant %s", dump.Pretty(c), dump.Pretty(want))
+	}
+	if obj, ok := orig.DeepCopyObject().(*Args); !ok || !reflect.DeepEqual(obj, want) {
+		t.Fatalf("DeepCopyObject = %s, want %s", dump.Pretty(obj), dump.Pretty(want))
+	}
+	// Writing every field of the copy in place (through its pointers and
+	// into its slices' arrays) must leave the original as it was.
+	fill(t, reflect.ValueOf(c).Elem(), 2)
+	if !reflect.DeepEqual(orig, want) {
+		t.Fatalf("changing the copy changed the original:\n got %s\nwant %s", dump.Pretty(orig), dump.Pretty(want))
+	}
+	if reflect.DeepEqual(c, want) {
+		t.Fatal("fill did not change the copy")
+	}
+}
+
+// fill sets every field reachable from v to a non-zero value derived from
+// seed, writing into existing pointees and slice elements rather than
+// replacing them. It fails the test on a kind it does not know, so a new
+// kind of field cannot go unchecked.
+func fill(t *testing.T, v reflect.Value, seed int) {
+	t.Helper()
+	if q, ok := v.Addr().Interface().(*resource.Quantity); ok {
+		*q = resource.MustParse(fmt.Sprintf("%dMi", 8+seed))
+		return
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			if !f.IsExported() {
+				t.Fatalf("%s.%s is unexported: teach fill to set it", v.Type(), f.Name)
+			}
+			fill(t, v.Field(i), seed+i)
+		}
+	case reflect.Pointer:
+		if v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
+		fill(t, v.Elem(), seed)
+	case reflect.Slice:
+		if v.Len() == 0 {
+			v.Set(reflect.MakeSlice(v.Type(), 2, 2))
+		}
+		for i := range v.Len() {
+			fill(t, v.Index(i), seed+i)
+		}
+	case reflect.String:
+		v.SetString(fmt.Sprintf("%s-%d", v.Type().Name(), seed))
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(int64(seed + 1))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(uint64(seed + 1))
+	case reflect.Bool:
+		v.SetBool(!v.Bool()) // true on a first fill, changed on a second
+	default:
+		t.Fatalf("fill: %s (%s) is not handled", v.Type(), v.Kind())
 	}
 }

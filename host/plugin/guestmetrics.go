@@ -41,6 +41,17 @@ func (c *guestTimeCollector) remove(s *Slot) {
 	c.mu.Unlock()
 }
 
+// forEach calls fn on every slot added and not removed (the slots of the
+// running plugins), holding the collector's lock: fn must not call add or
+// remove. The instances collector reads the slots this way too.
+func (c *guestTimeCollector) forEach(fn func(*Slot)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for s := range c.slots {
+		fn(s)
+	}
+}
+
 // DescribeWithStability implements metrics.StableCollector.
 func (c *guestTimeCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	ch <- guestSecondsDesc
@@ -57,11 +68,10 @@ func (c *guestTimeCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	}
 	sums := map[key]sum{}
 	var order []key
-	c.mu.Lock()
-	for s := range c.slots {
+	c.forEach(func(s *Slot) {
 		p := s.Current()
 		if p == nil {
-			continue
+			return
 		}
 		for _, g := range p.Stats().Guest {
 			k := key{s.Args.Name, p.Version(), g.Export}
@@ -71,8 +81,7 @@ func (c *guestTimeCollector) CollectWithStability(ch chan<- metrics.Metric) {
 			}
 			sums[k] = sum{v.seconds + g.Time.Seconds(), v.calls + g.Calls}
 		}
-	}
-	c.mu.Unlock()
+	})
 	for _, k := range order {
 		v := sums[k]
 		ch <- metrics.NewLazyConstMetric(guestSecondsDesc, metrics.CounterValue, v.seconds, k.policy, k.version, k.export)

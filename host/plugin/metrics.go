@@ -41,12 +41,7 @@ var (
 		Help:           "1 for the module digest (sha256) each policy currently runs.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"policy", "digest"})
-	instancesGauge = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Subsystem:      subsystem,
-		Name:           "policy_instances",
-		Help:           "Live WASM instances per policy.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"policy"})
+	// wasmsched_policy_instances is read at each scrape: instances.go.
 
 	reloadsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      subsystem,
@@ -85,8 +80,8 @@ var (
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(callsTotal, errorsTotal, skipsTotal, callDuration, activeVersion, instancesGauge,
+		legacyregistry.MustRegister(callsTotal, errorsTotal, skipsTotal, callDuration, activeVersion,
 			reloadsTotal, reloadDuration, loadingSince, shadowDisagreements, shadowComparisons)
-		legacyregistry.CustomMustRegister(guestTime)
+		legacyregistry.CustomMustRegister(guestTime, instances)
 	})
 }

@@ -166,11 +166,20 @@ func (s *Slot) install(logger klog.Logger, p *policy.Policy, v source.Version, s
 	}
 	if old != nil {
 		logger.Info("Policy version swapped", "policy", s.Args.Name, "from", old.Digest(), "to", p.Digest(), "origin", v.Origin, "duration", time.Since(since))
-		go func() {
-			_ = old.Retire(context.Background(), retireIdle, retirePoll, retireMax)
-			logger.V(2).Info("Policy version retired", "policy", s.Args.Name, "digest", old.Digest())
-		}()
+		s.retire(logger, old)
 	}
+}
+
+// retire closes old, a version replaced or deactivated, once nothing uses
+// it (policy.Policy.Retire), on a goroutine of its own; its instances count
+// in wasmsched_policy_instances until then.
+func (s *Slot) retire(logger klog.Logger, old *policy.Policy) {
+	done := instances.retire(s.Args.Name, old)
+	go func() {
+		defer done()
+		_ = old.Retire(context.Background(), retireIdle, retirePoll, retireMax)
+		logger.V(2).Info("Policy version retired", "policy", s.Args.Name, "digest", old.Digest())
+	}()
 }
 
 // reject records a refused upload: log, metric, an Event on the ConfigMap
@@ -211,7 +220,7 @@ func (s *Slot) deleted(logger klog.Logger) {
 		old := s.current.Swap(nil)
 		if old != nil {
 			activeVersion.DeleteLabelValues(s.Args.Name, old.Digest())
-			go func() { _ = old.Retire(context.Background(), retireIdle, retirePoll, retireMax) }()
+			s.retire(logger, old)
 		}
 		s.mu.Lock()
 		s.status.Active = false

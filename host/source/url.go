@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -19,35 +20,103 @@ const (
 	urlMaxRetry   = 5 * time.Minute
 )
 
-// ValidateURL checks the arguments of [NewURL] without fetching anything:
-// the URL must be https (http only for 127.0.0.1, ::1 and localhost) and
-// the digest a hex sha256. Callers validating configuration use it to fail
-// early; NewURL's Run reports the same errors.
-func ValidateURL(rawURL, sha256 string) error {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return fmt.Errorf("url %q: %w", rawURL, err)
-	}
-	if err := checkScheme(u); err != nil {
-		return err
-	}
-	if !isDigest(strings.ToLower(sha256)) {
-		return fmt.Errorf("url %s: sha256 %q is not a hex sha256", u.Redacted(), sha256)
-	}
-	return nil
+// A URLProblem is what is wrong with one argument of a URL source.
+type URLProblem struct {
+	// Field is the argument: "url" or "sha256".
+	Field string
+	// Value is the argument as it may be shown: a URL's password is
+	// redacted.
+	Value string
+	// Reason says what is wrong, without repeating Value.
+	Reason string
 }
 
-func checkScheme(u *url.URL) error {
+// CheckURL returns what is wrong with the arguments of [NewURL], nothing
+// when it can use them, without fetching anything: the URL must be https
+// with a host (http only to a loopback host: localhost, 127.0.0.1, ::1,
+// for tests and local mirrors) and the digest the module's sha256 as 64
+// hex digits, in either case. It is the one place these rules live: the
+// plugin's argument validation reports each problem against its field, and
+// NewURL's Run reports the first (see [ValidateURL]).
+func CheckURL(rawURL, sha256 string) []URLProblem {
+	var ps []URLProblem
+	shown := redacted(rawURL)
+	if u, err := url.Parse(rawURL); err != nil {
+		var ue *url.Error // "parse <url>: ...": the url is said by Value
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		ps = append(ps, URLProblem{Field: "url", Value: shown, Reason: "not a URL: " + err.Error()})
+	} else if reason := schemeProblem(u); reason != "" {
+		ps = append(ps, URLProblem{Field: "url", Value: shown, Reason: reason})
+	}
+	if reason := digestProblem(sha256); reason != "" {
+		ps = append(ps, URLProblem{Field: "sha256", Value: sha256, Reason: reason})
+	}
+	return ps
+}
+
+// ValidateURL is [CheckURL] for callers that want one error: the first
+// problem, naming the URL. NewURL's Run reports it.
+func ValidateURL(rawURL, sha256 string) error {
+	ps := CheckURL(rawURL, sha256)
+	if len(ps) == 0 {
+		return nil
+	}
+	if p := ps[0]; p.Field == "sha256" {
+		return fmt.Errorf("url %s: sha256 %q: %s", redacted(rawURL), p.Value, p.Reason)
+	}
+	return fmt.Errorf("url %s: %s", ps[0].Value, ps[0].Reason)
+}
+
+// redacted is rawURL with its password replaced by xxxxx, or rawURL when
+// it does not parse.
+func redacted(rawURL string) string {
+	if u, err := url.Parse(rawURL); err == nil {
+		return u.Redacted()
+	}
+	return rawURL
+}
+
+// schemeProblem says why u may not be fetched, "" when it may.
+func schemeProblem(u *url.URL) string {
 	switch {
 	case u.Scheme == "https" && u.Host != "":
-		return nil
+		return ""
 	case u.Scheme == "http" && isLoopback(u.Hostname()):
-		return nil
+		return ""
 	case u.Scheme == "http":
-		return fmt.Errorf("url %s: http is only allowed for localhost; use https", u.Redacted())
+		return "http is only allowed for localhost; use https"
 	default:
-		return fmt.Errorf("url %q: want an https:// URL", u.Redacted())
+		return "want an https:// URL"
 	}
+}
+
+// digestProblem says why d is not a pinned digest, "" when it is one.
+func digestProblem(d string) string {
+	const want = "want the module's sha256 as 64 hex digits"
+	switch {
+	case d == "":
+		return "missing: a URL source is pinned by the module's sha256 (64 hex digits)"
+	case strings.HasPrefix(d, "sha256:"):
+		return want + `, without the "sha256:" prefix`
+	case len(d) != 2*sha256.Size:
+		return fmt.Sprintf("%s, got %d characters", want, len(d))
+	}
+	for i, c := range []byte(d) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') && (c < 'A' || c > 'F') {
+			return fmt.Sprintf("%s, got %q at offset %d", want, c, i)
+		}
+	}
+	return ""
+}
+
+// checkScheme is schemeProblem as an error naming the URL (redirects).
+func checkScheme(u *url.URL) error {
+	if reason := schemeProblem(u); reason != "" {
+		return fmt.Errorf("url %s: %s", u.Redacted(), reason)
+	}
+	return nil
 }
 
 func isLoopback(host string) bool {

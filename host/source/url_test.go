@@ -100,18 +100,31 @@ func TestValidateURL(t *testing.T) {
 	d := Digest([]byte("x"))
 	for _, tc := range []struct{ url, sha, want string }{
 		{"https://example.com/gpu.wasm", d, ""},
+		{"https://example.com/gpu.wasm", strings.ToUpper(d), ""},
 		{"http://127.0.0.1:8080/gpu.wasm", d, ""},
 		{"http://localhost/gpu.wasm", d, ""},
+		{"http://localhost:8080/gpu.wasm", d, ""},
 		{"http://[::1]:80/gpu.wasm", d, ""},
 		{"http://example.com/gpu.wasm", d, "url http://example.com/gpu.wasm: http is only allowed for localhost; use https"},
-		{"ftp://example.com/gpu.wasm", d, `url "ftp://example.com/gpu.wasm": want an https:// URL`},
-		{"https://user:secret@example.com/gpu.wasm", "abc", `url https://user:xxxxx@example.com/gpu.wasm: sha256 "abc" is not a hex sha256`},
-		{"/etc/gpu.wasm", d, `url "/etc/gpu.wasm": want an https:// URL`},
+		{"http://localhost.example.com/gpu.wasm", d, "url http://localhost.example.com/gpu.wasm: http is only allowed for localhost; use https"},
+		{"ftp://example.com/gpu.wasm", d, "url ftp://example.com/gpu.wasm: want an https:// URL"},
+		{"https:///gpu.wasm", d, "url https:///gpu.wasm: want an https:// URL"},
+		{"/etc/gpu.wasm", d, "url /etc/gpu.wasm: want an https:// URL"},
+		{"https://exa mple.com/gpu.wasm", d, `url https://exa mple.com/gpu.wasm: not a URL: invalid character " " in host name`},
+		{"https://user:secret@example.com/gpu.wasm", "abc", `url https://user:xxxxx@example.com/gpu.wasm: sha256 "abc": want the module's sha256 as 64 hex digits, got 3 characters`},
+		{"https://example.com/gpu.wasm", "", `url https://example.com/gpu.wasm: sha256 "": missing: a URL source is pinned by the module's sha256 (64 hex digits)`},
+		{"https://example.com/gpu.wasm", "sha256:" + d[7:], `url https://example.com/gpu.wasm: sha256 "sha256:` + d[7:] + `": want the module's sha256 as 64 hex digits, without the "sha256:" prefix`},
+		{"https://example.com/gpu.wasm", d[:63] + "g", `url https://example.com/gpu.wasm: sha256 "` + d[:63] + `g": want the module's sha256 as 64 hex digits, got 'g' at offset 63`},
 	} {
 		err := ValidateURL(tc.url, tc.sha)
 		if got := fmt.Sprint(err); (tc.want == "" && err != nil) || (tc.want != "" && got != tc.want) {
-			t.Errorf("ValidateURL(%q): %v, want %q", tc.url, err, tc.want)
+			t.Errorf("ValidateURL(%q, %q): %v, want %q", tc.url, tc.sha, err, tc.want)
 		}
+	}
+	// Both arguments wrong: a problem for each, the password redacted.
+	ps := CheckURL("http://user:secret@example.com/gpu.wasm", "abc")
+	if len(ps) != 2 || ps[0].Field != "url" || ps[0].Value != "http://user:xxxxx@example.com/gpu.wasm" || ps[1].Field != "sha256" || ps[1].Value != "abc" {
+		t.Errorf("CheckURL: %+v, want a url and a sha256 problem", ps)
 	}
 	// Run reports an invalid URL once and waits for its context.
 	r := run(t, NewURL("http://example.com/gpu.wasm", d, nil))
