@@ -14,7 +14,7 @@ PLUGIN_GEN    := github.com/knqyf263/go-plugin/cmd/protoc-gen-go-plugin@v0.9.0
 # modules go.mod pins (k8s.io/apimachinery's version).
 DEEPCOPY_GEN  := k8s.io/code-generator/cmd/deepcopy-gen@$(shell $(GO) list -m -f '{{.Version}}' k8s.io/apimachinery 2>/dev/null)
 TEST_TIMEOUT  ?= 30m
-RACE_PKGS     := ./host ./host/convert ./host/engine ./host/eval ./host/interrupt ./host/plugin ./host/policy ./host/pool
+RACE_PKGS     := ./host ./host/compose ./host/convert ./host/engine ./host/eval ./host/interrupt ./host/plugin ./host/policy ./host/pool
 
 .PHONY: all build build-scheduler examples generate generate-abi generate-deepcopy check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo examples-tinygo test-tinygo
 
