@@ -10,11 +10,13 @@ const (
 
 // Logf writes an informational line to the scheduler's log, tagged with the
 // operator's name for the policy. Logging from Filter or Score runs once per node:
-// prefer Debugf there.
-func Logf(format string, args ...any) { hostLog(levelInfo, sprintf(format, args)) }
+// prefer Debugf there. The line is formatted as Reject formats a reason.
+func Logf(format string, args ...any) { hostLog(levelInfo, sprintf(format, args...)) }
 
-// Debugf writes a line visible at the scheduler's -v=4 and above.
-func Debugf(format string, args ...any) { hostLog(levelDebug, sprintf(format, args)) }
+// Debugf writes a line visible at the scheduler's -v=4 and above, formatted
+// as by Logf.
+func Debugf(format string, args ...any) { hostLog(levelDebug, sprintf(format, args...)) }
 
-// Errorlogf writes an error line to the scheduler's log.
-func Errorlogf(format string, args ...any) { hostLog(levelError, sprintf(format, args)) }
+// Errorlogf writes an error line to the scheduler's log, formatted as by
+// Logf.
+func Errorlogf(format string, args ...any) { hostLog(levelError, sprintf(format, args...)) }

@@ -139,12 +139,15 @@ func (t *hostTB) Log(args ...any) {
 	t.Logf("%s", strings.TrimSuffix(fmt.Sprintln(args...), "\n"))
 }
 
+// Logf formats the line itself, rather than pass format and args on to
+// t.logf, so that go vet sees a printf wrapper (it cannot see through a
+// function value) and checks the calls of Logf and Skipf.
 func (t *hostTB) Logf(format string, args ...any) {
 	t.mu.Lock()
 	closed := t.closed
 	t.mu.Unlock()
 	if !closed {
-		t.logf(format, args...)
+		t.logf("%s", fmt.Sprintf(format, args...))
 	}
 }
 
