@@ -1,8 +1,9 @@
 ;; A module that imports two globals (and a function, a memory and a table,
 ;; whose import entries the instrumentation must skip correctly), so the
-;; interrupt global's index must be 2 imported + 1 defined = 3. If it pointed
-;; at $seven (non-zero) every call would trap; at $counter (i64) the module
-;; would not validate.
+;; budget global the instrumentation adds must get index 2 imported + 1
+;; defined = 3 (and the stack global 4). Pointing at $seven (immutable) or
+;; $counter (i64) the module would not validate; at $own, "read" would no
+;; longer return 15.
 (module
   (import "env" "three" (func $three (result i32)))
   (import "env" "seven" (global $seven i32))
