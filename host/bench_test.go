@@ -23,16 +23,7 @@ import (
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "wasmsched-cache-")
-	if err != nil {
-		panic(err)
-	}
-	os.Setenv("WASMSCHED_CACHE_DIR", dir)
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testwasm.Main(m) }
 
 var ctx = context.Background()
 

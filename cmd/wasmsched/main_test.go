@@ -11,16 +11,7 @@ import (
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "wasmsched-cache-")
-	if err != nil {
-		panic(err)
-	}
-	os.Setenv("WASMSCHED_CACHE_DIR", dir)
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testwasm.Main(m) }
 
 func runCLI(args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer

@@ -13,10 +13,7 @@ import (
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
-func TestMain(m *testing.M) {
-	registerMetrics()
-	testwasm.Main(m)
-}
+func TestMain(m *testing.M) { testwasm.Main(m, registerMetrics) }
 
 // slowSettings make the probe spin about 5s in its settings hook, under
 // the 10s init deadline: a version that loads, slowly. stuckSettings make

@@ -5,13 +5,10 @@
 package source
 
 import (
-	"os"
 	"testing"
 
 	"github.com/wasmsched/wasmsched/internal/controlplane"
+	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
-func TestMain(m *testing.M) {
-	controlplane.QuietLogs()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testwasm.Main(m, controlplane.QuietLogs) }

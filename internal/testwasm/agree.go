@@ -3,7 +3,6 @@ package testwasm
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"reflect"
 	"regexp"
 	"testing"
@@ -81,22 +80,4 @@ func Unversioned(err error) string {
 		return ""
 	}
 	return policyVersion.ReplaceAllString(err.Error(), "@<version>")
-}
-
-// Main is a TestMain for packages whose tests load policy modules many
-// times: it points WASMSCHED_CACHE_DIR at a fresh directory, so each
-// module is compiled once per run rather than once per load, and removes it
-// afterwards. Use it as
-//
-//	func TestMain(m *testing.M) { testwasm.Main(m) }
-func Main(m *testing.M) {
-	dir, err := os.MkdirTemp("", "wasmsched-cache-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "testwasm.Main:", err)
-		os.Exit(2)
-	}
-	os.Setenv("WASMSCHED_CACHE_DIR", dir)
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
 }

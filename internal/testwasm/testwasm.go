@@ -3,7 +3,9 @@
 // and the way `make examples-tinygo` does (TinyGoPath, TinyGoBytes). Builds
 // are cached per process and by the Go build cache, TinyGo builds on disk,
 // so asking twice is cheap. Agree runs a test against both builds and
-// requires them to give the same results.
+// requires them to give the same results. Main is the TestMain of the
+// packages whose tests load modules: it gives them a compilation cache of
+// their own.
 package testwasm
 
 import (

@@ -23,18 +23,7 @@ import (
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
-func TestMain(m *testing.M) {
-	controlplane.QuietLogs()
-	dir, err := os.MkdirTemp("", "wasmsched-cache-")
-	if err != nil {
-		panic(err)
-	}
-	os.Setenv("WASMSCHED_CACHE_DIR", dir)
-	code := m.Run()
-	os.RemoveAll(dir)
-	removeSchedulerBinary()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testwasm.Main(m, controlplane.QuietLogs) }
 
 // policy is one WasmPolicy entry for a test's scheduler configuration.
 type policy struct {

@@ -35,7 +35,6 @@ import (
 // schedulerBin is the kube-scheduler binary, built once per test process.
 var schedulerBin struct {
 	once sync.Once
-	dir  string
 	path string
 	err  error
 }
@@ -43,20 +42,16 @@ var schedulerBin struct {
 // schedulerBinary returns cmd/kube-scheduler built with the race detector,
 // so that the host packages run under it in every test that starts the
 // binary (see [replica] for how a race fails a test). The first call builds
-// it (about 30 s warm, minutes cold); the binary is removed when the test
-// process ends. Tests that need it are skipped with -short.
+// it (about 30 s warm, minutes cold) into testwasm.ProcessDir, which
+// testwasm.Main removes when the test process ends. Tests that need it are
+// skipped with -short.
 func schedulerBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the kube-scheduler binary")
 	}
+	dir := testwasm.ProcessDir(t)
 	schedulerBin.once.Do(func() {
-		dir, err := os.MkdirTemp("", "wasmsched-kube-scheduler-")
-		if err != nil {
-			schedulerBin.err = err
-			return
-		}
-		schedulerBin.dir = dir
 		path := filepath.Join(dir, "kube-scheduler")
 		start := time.Now()
 		build := exec.Command("make", "-s", "--no-print-directory", "build-scheduler", "SCHEDULER_OUT="+path, "SCHEDULER_FLAGS=-race",
@@ -90,14 +85,6 @@ func wazeroVersion() string {
 		}
 	}
 	return "dev"
-}
-
-// removeSchedulerBinary deletes what schedulerBinary built; TestMain calls
-// it once every test has run.
-func removeSchedulerBinary() {
-	if schedulerBin.dir != "" {
-		os.RemoveAll(schedulerBin.dir)
-	}
 }
 
 var manifestFiles = []string{"namespace.yaml", "rbac.yaml", "config.yaml", "deployment.yaml"}

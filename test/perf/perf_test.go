@@ -29,12 +29,15 @@ import (
 
 var rounds = flag.Int("rounds", 1, "how many times to run every profile (alternating the order)")
 
-func TestMain(m *testing.M) {
+func TestMain(m *testing.M) { testwasm.Main(m, initTests) }
+
+// initTests is scheduler_perf's set-up (its flags, logging), which must run
+// before the tests.
+func initTests() {
 	if err := perf.InitTests(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
 }
 
 // profile is one scheduler configuration under test.
