@@ -1,9 +1,0 @@
-package main
-
-import (
-	"testing"
-
-	"github.com/wasmsched/wasmsched/internal/testwasm"
-)
-
-func TestMain(m *testing.M) { testwasm.Main(m) }
