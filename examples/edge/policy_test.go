@@ -1,33 +1,25 @@
 package main
 
 import (
-	"slices"
-	"sort"
 	"strings"
 	"testing"
 
-	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 	"github.com/wasmsched/wasmsched/guest"
+	"github.com/wasmsched/wasmsched/internal/guesttest"
 )
 
-// These tests run the policy natively, on ABI messages built by hand; the
-// same rules are run through the wasm module in eval_test.go.
+// These tests run the policy natively, on the messages the host would send
+// (built by guesttest); the same rules are run through the wasm module in
+// wasm_test.go.
 
-func kvs(m map[string]string) []*abiv1.KeyValue {
-	out := make([]*abiv1.KeyValue, 0, len(m))
-	for k, v := range m {
-		out = append(out, &abiv1.KeyValue{Key: k, Value: v})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	return out
+// podWith is a pod with annotations.
+func podWith(annotations map[string]string) *guest.Pod {
+	return guesttest.MakePod().Namespace("default").Name("p").Annotations(annotations).Obj()
 }
 
-func newPod(annotations map[string]string) *guest.Pod {
-	return &guest.Pod{Pod: &abiv1.Pod{Name: "p", Namespace: "default", Annotations: kvs(annotations)}}
-}
-
-func newNode(name string, labels map[string]string) *guest.NodeInfo {
-	return &guest.NodeInfo{NodeInfo: &abiv1.NodeInfo{Node: &abiv1.Node{Name: name, Labels: kvs(labels)}}}
+// nodeWith is a node named n with labels.
+func nodeWith(labels map[string]string) *guest.NodeInfo {
+	return guesttest.MakeNode().Name("n").Labels(labels).Obj()
 }
 
 func mustLoad(t *testing.T, raw string) *Policy {
@@ -37,17 +29,6 @@ func mustLoad(t *testing.T, raw string) *Policy {
 		t.Fatalf("Load(%s): %v", raw, err)
 	}
 	return p
-}
-
-func checkStatus(t *testing.T, got guest.Status, code guest.Code, reason string) {
-	t.Helper()
-	var want []string
-	if reason != "" {
-		want = []string{reason}
-	}
-	if got.Code != code || !slices.Equal(got.Reasons, want) {
-		t.Errorf("status = %v %q, want %v %q", got.Code, got.Reasons, code, want)
-	}
 }
 
 func TestLoad(t *testing.T) {
@@ -87,6 +68,7 @@ func TestLoad(t *testing.T) {
 
 const (
 	notEdgeWorker  = "edge: not an edge node: space workloads (annotation type=space) need label kubernetes.io/role=edge, node has kubernetes.io/role=worker"
+	notEdgeGateway = "edge: not an edge node: space workloads (annotation type=space) need label kubernetes.io/role=edge, node has kubernetes.io/role=gateway"
 	notEdgeNoLabel = "edge: not an edge node: space workloads (annotation type=space) need label kubernetes.io/role=edge, node has no kubernetes.io/role label"
 )
 
@@ -104,46 +86,45 @@ func TestRules(t *testing.T) {
 		annotations map[string]string
 		labels      map[string]string
 		preFilter   guest.Code
-		code        guest.Code
-		reason      string
+		filter      guest.Status
 		score       int64
 	}{
-		{name: "space on edge", annotations: space, labels: edge, preFilter: guest.Success, code: guest.Success, score: 100},
+		{name: "space on edge", annotations: space, labels: edge, preFilter: guest.Success, filter: guest.OK(), score: 100},
 		{name: "space on worker", annotations: space, labels: worker, preFilter: guest.Success,
-			code: guest.UnschedulableAndUnresolvable, reason: notEdgeWorker},
+			filter: guest.RejectUnresolvable(notEdgeWorker)},
 		{name: "space on unlabelled node", annotations: space, labels: unlabelled, preFilter: guest.Success,
-			code: guest.UnschedulableAndUnresolvable, reason: notEdgeNoLabel},
+			filter: guest.RejectUnresolvable(notEdgeNoLabel)},
 		{name: "space on role=Edge (case matters)", annotations: space, labels: map[string]string{"kubernetes.io/role": "Edge"}, preFilter: guest.Success,
-			code:   guest.UnschedulableAndUnresolvable,
-			reason: "edge: not an edge node: space workloads (annotation type=space) need label kubernetes.io/role=edge, node has kubernetes.io/role=Edge"},
-		{name: "other pod on edge", labels: edge, preFilter: guest.Skip, code: guest.Success, score: 0},
-		{name: "other pod on worker", labels: worker, preFilter: guest.Skip, code: guest.Success, score: 100},
-		{name: "other pod on unlabelled node", labels: unlabelled, preFilter: guest.Skip, code: guest.Success, score: 100},
-		{name: "type other than space", annotations: map[string]string{"type": "ground"}, labels: edge, preFilter: guest.Skip, code: guest.Success, score: 0},
+			filter: guest.RejectUnresolvable(
+				"edge: not an edge node: space workloads (annotation type=space) need label kubernetes.io/role=edge, node has kubernetes.io/role=Edge")},
+		{name: "other pod on edge", labels: edge, preFilter: guest.Skip, filter: guest.OK(), score: 0},
+		{name: "other pod on worker", labels: worker, preFilter: guest.Skip, filter: guest.OK(), score: 100},
+		{name: "other pod on unlabelled node", labels: unlabelled, preFilter: guest.Skip, filter: guest.OK(), score: 100},
+		{name: "type other than space", annotations: map[string]string{"type": "ground"}, labels: edge, preFilter: guest.Skip, filter: guest.OK(), score: 0},
 		{name: "custom settings: space", settings: `{"annotation": "example.com/orbit=leo", "edgeLabel": "node-role.kubernetes.io/edge="}`,
 			annotations: map[string]string{"example.com/orbit": "leo"}, labels: map[string]string{"node-role.kubernetes.io/edge": ""},
-			preFilter: guest.Success, code: guest.Success, score: 100},
+			preFilter: guest.Success, filter: guest.OK(), score: 100},
 		{name: "custom settings: space on worker", settings: `{"annotation": "example.com/orbit=leo", "edgeLabel": "node-role.kubernetes.io/edge="}`,
 			annotations: map[string]string{"example.com/orbit": "leo"}, labels: edge, preFilter: guest.Success,
-			code:   guest.UnschedulableAndUnresolvable,
-			reason: "edge: not an edge node: space workloads (annotation example.com/orbit=leo) need label node-role.kubernetes.io/edge=, node has no node-role.kubernetes.io/edge label"},
+			filter: guest.RejectUnresolvable(
+				"edge: not an edge node: space workloads (annotation example.com/orbit=leo) need label node-role.kubernetes.io/edge=, node has no node-role.kubernetes.io/edge label")},
 		{name: "custom settings: default annotation no longer counts", settings: `{"annotation": "example.com/orbit=leo"}`,
-			annotations: space, labels: worker, preFilter: guest.Skip, code: guest.Success, score: 100},
+			annotations: space, labels: worker, preFilter: guest.Skip, filter: guest.OK(), score: 100},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := mustLoad(t, tt.settings)
-			c := &guest.Cycle{Pod: newPod(tt.annotations)}
-			n := newNode("n", tt.labels)
+			c := &guest.Cycle{Pod: podWith(tt.annotations)}
+			n := nodeWith(tt.labels)
 			if got := p.PreFilter(c); got.Code != tt.preFilter {
 				t.Errorf("PreFilter = %v, want %v", got.Code, tt.preFilter)
 			}
-			checkStatus(t, p.Filter(c, n), tt.code, tt.reason)
-			if tt.code != guest.Success {
+			guesttest.CheckStatus(t, p.Filter(c, n), tt.filter)
+			if !tt.filter.IsSuccess() {
 				return
 			}
 			v, s := p.Score(c, n)
-			checkStatus(t, s, guest.Success, "")
+			guesttest.CheckStatus(t, s, guest.OK())
 			if v != tt.score {
 				t.Errorf("Score = %d, want %d", v, tt.score)
 			}
@@ -155,26 +136,26 @@ func TestRules(t *testing.T) {
 // node's label value.
 func TestFilterReasonsAcrossNodes(t *testing.T) {
 	p := mustLoad(t, "")
-	c := &guest.Cycle{Pod: newPod(space)}
+	c := &guest.Cycle{Pod: podWith(space)}
 	for _, tt := range []struct {
 		labels map[string]string
-		reason string
+		want   guest.Status
 	}{
-		{worker, notEdgeWorker},
-		{worker, notEdgeWorker},
-		{map[string]string{"kubernetes.io/role": "gateway"}, strings.Replace(notEdgeWorker, "=worker", "=gateway", 1)},
-		{unlabelled, notEdgeNoLabel},
-		{worker, notEdgeWorker},
+		{worker, guest.RejectUnresolvable(notEdgeWorker)},
+		{worker, guest.RejectUnresolvable(notEdgeWorker)},
+		{map[string]string{"kubernetes.io/role": "gateway"}, guest.RejectUnresolvable(notEdgeGateway)},
+		{unlabelled, guest.RejectUnresolvable(notEdgeNoLabel)},
+		{worker, guest.RejectUnresolvable(notEdgeWorker)},
 	} {
-		checkStatus(t, p.Filter(c, newNode("n", tt.labels)), guest.UnschedulableAndUnresolvable, tt.reason)
+		guesttest.CheckStatus(t, p.Filter(c, nodeWith(tt.labels)), tt.want)
 	}
 }
 
 func TestFilterDoesNotAllocate(t *testing.T) {
 	p := mustLoad(t, "")
-	c := &guest.Cycle{Pod: newPod(space)}
+	c := &guest.Cycle{Pod: podWith(space)}
 	for _, labels := range []map[string]string{edge, worker, unlabelled} {
-		n := newNode("n", labels)
+		n := nodeWith(labels)
 		p.Filter(c, n)
 		if allocs := testing.AllocsPerRun(100, func() { p.Filter(c, n); p.Score(c, n) }); allocs != 0 {
 			t.Errorf("Filter and Score on a node labelled %v: %v allocations, want 0", labels, allocs)

@@ -8,36 +8,32 @@ import (
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 	"github.com/wasmsched/wasmsched/guest"
+	"github.com/wasmsched/wasmsched/internal/guesttest"
 )
 
-func kv(pairs ...string) []*abiv1.KeyValue {
-	var out []*abiv1.KeyValue
-	for i := 0; i+1 < len(pairs); i += 2 {
-		out = append(out, &abiv1.KeyValue{Key: pairs[i], Value: pairs[i+1]})
-	}
-	return out
+// inGroup is the pod name of ns, with UID uid-<name>, labelled a member of
+// group. A test makes it the pod being scheduled (member), a pod waiting at
+// Permit on n1 (waiter) or one placed on a node (Placed).
+func inGroup(ns, name, group string) *guesttest.PodWrapper {
+	return guesttest.MakePod().Namespace(ns).Name(name).UID("uid-"+name).Label(LabelName, group)
 }
 
-// member builds a gang member of group in ns with min-available min; an
-// empty min leaves the annotation out.
+// member is the pod being scheduled, a member of group with min-available
+// min; an empty min leaves the annotation out.
 func member(ns, name, group, min string) *guest.Pod {
-	p := &abiv1.Pod{Name: name, Namespace: ns, Uid: "uid-" + name, Labels: kv(LabelName, group)}
+	p := inGroup(ns, name, group)
 	if min != "" {
-		p.Annotations = kv(AnnotationMinAvailable, min)
+		p.Annotation(AnnotationMinAvailable, min)
 	}
-	return &guest.Pod{Pod: p}
+	return p.Obj()
 }
 
-func waiter(ns, name, group string) guest.WaitingPod {
-	return guest.WaitingPod{WaitingPod: &abiv1.WaitingPod{Name: name, Namespace: ns, Uid: "uid-" + name, Labels: kv(LabelName, group), NodeName: "n1"}}
-}
+// waiter is a member of group waiting at Permit on n1.
+func waiter(ns, name, group string) guest.WaitingPod { return inGroup(ns, name, group).Waiting("n1") }
 
-func placed(ns, name, group string) *abiv1.PodSummary {
-	return &abiv1.PodSummary{Name: name, Namespace: ns, Uid: "uid-" + name, Labels: kv(LabelName, group)}
-}
-
+// node is a node with pods placed on it.
 func node(name string, pods ...*abiv1.PodSummary) *guest.NodeInfo {
-	return &guest.NodeInfo{NodeInfo: &abiv1.NodeInfo{Node: &abiv1.Node{Name: name}, Pods: pods}}
+	return guesttest.MakeNode().Name(name).Pods(pods...).Obj()
 }
 
 func mustParse(t *testing.T, raw string) *Policy {
@@ -87,7 +83,7 @@ func TestPreFilter(t *testing.T) {
 		gang *Gang
 	}{
 		{"member", member("ml", "w1", "g1", "4"), guest.OK(), &Gang{Namespace: "ml", Name: "g1", MinAvailable: 4}},
-		{"not a member", &guest.Pod{Pod: &abiv1.Pod{Name: "web", Namespace: "ml", Annotations: kv(AnnotationMinAvailable, "3")}}, guest.OK(), nil},
+		{"not a member", guesttest.MakePod().Namespace("ml").Name("web").Annotation(AnnotationMinAvailable, "3").Obj(), guest.OK(), nil},
 		{"malformed count", member("ml", "w1", "g1", "four"),
 			guest.RejectUnresolvable(`gang: annotation gang.wasmsched.io/min-available is "four", want a positive integer`), nil},
 		{"zero", member("ml", "w1", "g1", "0"),
@@ -99,8 +95,8 @@ func TestPreFilter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &guest.Cycle{Pod: tc.pod}
 			s := p.PreFilter(c)
-			if s.Code != tc.want.Code || !slices.Equal(s.Reasons, tc.want.Reasons) {
-				t.Fatalf("got %+v, want %+v", s, tc.want)
+			if !guesttest.CheckStatus(t, s, tc.want) {
+				return
 			}
 			if !s.IsSuccess() {
 				return
@@ -125,7 +121,7 @@ func TestAdmit(t *testing.T) {
 	}
 	// w1 waits at Permit and is assumed on n1: it counts once.
 	nodes := []*guest.NodeInfo{
-		node("n1", placed("ml", "w1", "g1"), placed("other", "x2", "g1")),
+		node("n1", inGroup("ml", "w1", "g1").Placed(), inGroup("other", "x2", "g1").Placed()),
 		node("n2"),
 	}
 
@@ -140,7 +136,7 @@ func TestAdmit(t *testing.T) {
 
 	// A bound member on n2 completes the gang: w3 passes and the waiting
 	// members of g1 (only they) are allowed.
-	nodes[1] = node("n2", placed("ml", "b1", "g1"))
+	nodes[1] = node("n2", inGroup("ml", "b1", "g1").Placed())
 	r = p.Admit(pod, g, waiting, slices.Values(nodes))
 	want := []guest.WaitingPodAction{{UID: "uid-w1", Allow: true}, {UID: "uid-w2", Allow: true}}
 	if !r.Status.IsSuccess() || !slices.Equal(r.Actions, want) {
@@ -167,7 +163,7 @@ func TestAdmitAloneAndOutsideGangs(t *testing.T) {
 	if !r.Status.IsSuccess() || len(r.Actions) != 0 {
 		t.Fatalf("min-available 1: %+v", r)
 	}
-	plain := &guest.Pod{Pod: &abiv1.Pod{Name: "web", Namespace: "ml", Uid: "uid-web"}}
+	plain := guesttest.MakePod().Namespace("ml").Name("web").UID("uid-web").Obj()
 	r = p.Admit(plain, nil, []guest.WaitingPod{waiter("ml", "w1", "g1")}, slices.Values([]*guest.NodeInfo(nil)))
 	if !r.Status.IsSuccess() || len(r.Actions) != 0 {
 		t.Fatalf("no gang: %+v", r)
@@ -184,7 +180,7 @@ func TestRelease(t *testing.T) {
 		waiter("other", "x1", "g1"),
 		waiter("ml", "w2", "g1"),
 	}
-	nodes := []*guest.NodeInfo{node("n1", placed("ml", "w1", "g1"), placed("ml", "b1", "g1"))}
+	nodes := []*guest.NodeInfo{node("n1", inGroup("ml", "w1", "g1").Placed(), inGroup("ml", "b1", "g1").Placed())}
 	got := Release(pod, g, waiting, slices.Values(nodes))
 	reason := "gang: group g1 released: 4 of 5 members ready when ml/w3 timed out or failed"
 	want := []guest.WaitingPodAction{{UID: "uid-w1", Reason: reason}, {UID: "uid-w2", Reason: reason}}

@@ -4,21 +4,18 @@ package main
 
 import (
 	"context"
-	"os"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 	"github.com/wasmsched/wasmsched/host/eval"
 	hostpolicy "github.com/wasmsched/wasmsched/host/policy"
+	"github.com/wasmsched/wasmsched/internal/hosttest"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
@@ -31,39 +28,12 @@ const pkg = "examples/gang"
 
 var ctx = context.Background()
 
-func readFile(t *testing.T, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile("testdata/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // evaluate runs the testdata scene through host/eval, as `wasmsched eval`
 // does, with the given pod and placed pods files.
 func evaluate(t *testing.T, wasm []byte, podFile, podsFile string) *eval.Report {
 	t.Helper()
-	ev, err := eval.Load(ctx, []eval.PolicySpec{{Name: "gang", Wasm: wasm, Settings: readFile(t, "settings.json")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ev.Close(ctx)
-	var in eval.Input
-	if in.Pod, err = eval.ReadPod("testdata/" + podFile); err != nil {
-		t.Fatal(err)
-	}
-	if in.Nodes, err = eval.ReadNodes("testdata/nodes.yaml"); err != nil {
-		t.Fatal(err)
-	}
-	if in.Pods, err = eval.ReadPods("testdata/" + podsFile); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := ev.Evaluate(ctx, in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rep
+	ev := hosttest.Evaluator(t, "gang", wasm, hosttest.ReadFile(t, "testdata/settings.json"))
+	return hosttest.Evaluate(t, ev, hosttest.Input(t, "testdata/"+podFile, "testdata/nodes.yaml", "testdata/"+podsFile))
 }
 
 func TestEvalWaitsForTheGang(t *testing.T) {
@@ -107,48 +77,33 @@ func TestEvalMalformedAnnotation(t *testing.T) {
 }
 
 func TestEvalRejectsBadSettings(t *testing.T) {
-	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) string {
-		_, err := eval.Load(ctx, []eval.PolicySpec{{Name: "gang", Wasm: wasm, Settings: []byte(`{"timeoutSeconds": 3600}`)}})
-		if err == nil || !strings.Contains(err.Error(), `"timeoutSeconds" must be between 1 and 900`) {
-			t.Fatalf("got %v", err)
-		}
-		return testwasm.Unversioned(err)
+	hosttest.RejectsSettings(t, pkg, "gang", []hosttest.BadSettings{
+		{Settings: `{"timeoutSeconds": 3600}`, Want: `"timeoutSeconds" must be between 1 and 900`},
 	})
 }
 
 // The tests below drive Permit and Unreserve through host/policy, which can
 // pass waiting pods (host/eval cannot).
 
-func loadPolicy(t *testing.T, wasm []byte, settings string) *hostpolicy.Policy {
-	t.Helper()
-	p, err := hostpolicy.Load(ctx, hostpolicy.Options{Name: "gang", Wasm: wasm, Settings: []byte(settings), MaxInstances: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close(ctx) })
-	return p
-}
-
-// gangPod is a member of group in ns; min "" makes it a pod outside gangs.
+// gangPod is the pod name of ns as the scheduler has it, a member of group
+// with min-available min; an empty min makes it a pod outside gangs.
 func gangPod(ns, name, group, min string) *v1.Pod {
-	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + name)}}
+	p := st.MakePod().Namespace(ns).Name(name).UID("uid-" + name)
 	if min != "" {
-		p.Labels = map[string]string{LabelName: group}
-		p.Annotations = map[string]string{AnnotationMinAvailable: min}
+		p.Label(LabelName, group).Annotation(AnnotationMinAvailable, min)
 	}
-	return p
+	return p.Obj()
 }
 
+// waitingPod is a member of group, with min-available min, waiting at
+// Permit on n1, as the host passes it to the policy.
 func waitingPod(ns, name, group, min string) *abiv1.WaitingPod {
-	return &abiv1.WaitingPod{Name: name, Namespace: ns, Uid: "uid-" + name, NodeName: "n1",
-		Labels:      []*abiv1.KeyValue{{Key: LabelName, Value: group}},
-		Annotations: []*abiv1.KeyValue{{Key: AnnotationMinAvailable, Value: min}}}
+	return inGroup(ns, name, group).Annotation(AnnotationMinAvailable, min).Waiting("n1").WaitingPod
 }
 
+// nodeInfo is node name with pods on it, as the scheduler's snapshot has it.
 func nodeInfo(name string, pods ...*v1.Pod) fwk.NodeInfo {
-	ni := framework.NewNodeInfo(pods...)
-	ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
-	return ni
+	return hosttest.NodeInfo(st.MakeNode().Name(name).Obj(), pods...)
 }
 
 func TestPermitAllowsTheGangTogether(t *testing.T) {
@@ -156,7 +111,7 @@ func TestPermitAllowsTheGangTogether(t *testing.T) {
 }
 
 func permitAllowsTheGangTogether(t *testing.T, wasm []byte) []hostpolicy.PermitResult {
-	p := loadPolicy(t, wasm, `{"timeoutSeconds": 20}`)
+	p := hosttest.Policy(t, "gang", wasm, `{"timeoutSeconds": 20}`)
 	bound := gangPod("ml", "b1", "g1", "4")
 	bound.Spec.NodeName = "n2"
 	nodes := []fwk.NodeInfo{nodeInfo("n1"), nodeInfo("n2", bound)}
@@ -198,7 +153,7 @@ func TestUnreserveReleasesTheGang(t *testing.T) {
 }
 
 func unreserveReleasesTheGang(t *testing.T, wasm []byte) []any {
-	p := loadPolicy(t, wasm, "")
+	p := hosttest.Policy(t, "gang", wasm, "")
 	nodes := []fwk.NodeInfo{nodeInfo("n1")}
 	waiting := []*abiv1.WaitingPod{
 		waitingPod("ml", "w1", "g1", "4"),
@@ -238,7 +193,7 @@ func TestDeclaresWhatItNeeds(t *testing.T) {
 }
 
 func declaresWhatItNeeds(t *testing.T, wasm []byte) *abiv1.PolicyInfo {
-	p := loadPolicy(t, wasm, "")
+	p := hosttest.Policy(t, "gang", wasm, "")
 	info := p.Info()
 	if !info.WantsPods || !info.WantsAllNodes {
 		t.Fatalf("info %+v: gang needs every node's pods", info)

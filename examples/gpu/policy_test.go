@@ -2,53 +2,29 @@ package main
 
 import (
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
-	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 	"github.com/wasmsched/wasmsched/guest"
+	"github.com/wasmsched/wasmsched/internal/guesttest"
 )
 
-// These tests run the policy natively, on ABI messages built by hand; the
-// same rules are run through the wasm module in eval_test.go.
+// These tests run the policy natively, on the messages the host would send
+// (built by guesttest); the same rules are run through the wasm module in
+// wasm_test.go.
 
-func kvs(m map[string]string) []*abiv1.KeyValue {
-	out := make([]*abiv1.KeyValue, 0, len(m))
-	for k, v := range m {
-		out = append(out, &abiv1.KeyValue{Key: k, Value: v})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	return out
-}
-
-func gpus(n int64) *abiv1.Resources {
-	return &abiv1.Resources{Scalars: []*abiv1.Scalar{{Name: ResourceGPU, Value: n}}}
-}
-
-// newPod is a pod requesting n GPUs with the given annotations.
+// newPod is a pod requesting a CPU and n GPUs, with annotations.
 func newPod(n int64, annotations map[string]string) *guest.Pod {
-	return &guest.Pod{Pod: &abiv1.Pod{
-		Name: "train", Namespace: "research",
-		Annotations: kvs(annotations),
-		Requests:    &abiv1.Resources{MilliCpu: 1000, Scalars: gpus(n).Scalars},
-	}}
+	return guesttest.MakePod().Namespace("research").Name("train").Annotations(annotations).
+		Req(map[string]int64{guest.ResourceCPU: 1000, ResourceGPU: n}).Obj()
 }
 
-// newNode is a node with alloc GPUs, used of them requested, and labels.
+// newNode is a node with 8 CPUs and alloc GPUs, used of them requested, and
+// labels.
 func newNode(name string, alloc, used int64, labels map[string]string) *guest.NodeInfo {
-	n := &abiv1.NodeInfo{
-		Node:      &abiv1.Node{Name: name, Labels: kvs(labels), Allocatable: &abiv1.Resources{MilliCpu: 8000}},
-		Requested: &abiv1.Resources{MilliCpu: 500},
-	}
-	if alloc > 0 {
-		n.Node.Allocatable.Scalars = gpus(alloc).Scalars
-	}
-	if used > 0 {
-		n.Requested.Scalars = gpus(used).Scalars
-	}
-	return &guest.NodeInfo{NodeInfo: n}
+	return guesttest.MakeNode().Name(name).Labels(labels).
+		Allocatable(map[string]int64{guest.ResourceCPU: 8000, ResourceGPU: alloc}).
+		Requested(map[string]int64{guest.ResourceCPU: 500, ResourceGPU: used}).Obj()
 }
 
 // gfd returns GPU Feature Discovery style labels.
@@ -122,7 +98,7 @@ func TestParseRequest(t *testing.T) {
 		products    []string
 		minMemory   int64
 		allowShared bool
-		invalid     string
+		invalid     guest.Status
 	}{
 		{name: "no gpu", gpus: 0},
 		{name: "no gpu ignores annotations", gpus: 0, annotations: map[string]string{AnnotationMinMemory: "lots"}},
@@ -134,19 +110,19 @@ func TestParseRequest(t *testing.T) {
 		{name: "allow shared", gpus: 1, wantGPUs: 1, annotations: map[string]string{AnnotationAllowShared: "true"}, allowShared: true},
 		{name: "deny shared", gpus: 1, wantGPUs: 1, annotations: map[string]string{AnnotationAllowShared: "false"}},
 		{name: "empty products", gpus: 1, wantGPUs: 1, annotations: map[string]string{AnnotationProduct: " , "},
-			invalid: `gpu: bad annotation gpu.wasmsched.io/product: " , " lists no product`},
+			invalid: guest.RejectUnresolvable(`gpu: bad annotation gpu.wasmsched.io/product: " , " lists no product`)},
 		{name: "memory with unit", gpus: 1, wantGPUs: 1, annotations: map[string]string{AnnotationMinMemory: "40Gi"},
-			invalid: `gpu: bad annotation gpu.wasmsched.io/min-memory-mib: "40Gi" is not a positive whole number of MiB`},
+			invalid: guest.RejectUnresolvable(`gpu: bad annotation gpu.wasmsched.io/min-memory-mib: "40Gi" is not a positive whole number of MiB`)},
 		{name: "memory zero", gpus: 1, wantGPUs: 1, annotations: map[string]string{AnnotationMinMemory: "0"},
-			invalid: `gpu: bad annotation gpu.wasmsched.io/min-memory-mib: "0" is not a positive whole number of MiB`},
+			invalid: guest.RejectUnresolvable(`gpu: bad annotation gpu.wasmsched.io/min-memory-mib: "0" is not a positive whole number of MiB`)},
 		{name: "memory negative", gpus: 1, wantGPUs: 1, annotations: map[string]string{AnnotationMinMemory: "-1"},
-			invalid: `gpu: bad annotation gpu.wasmsched.io/min-memory-mib: "-1" is not a positive whole number of MiB`},
+			invalid: guest.RejectUnresolvable(`gpu: bad annotation gpu.wasmsched.io/min-memory-mib: "-1" is not a positive whole number of MiB`)},
 		{name: "memory out of range", gpus: 1, wantGPUs: 1, annotations: map[string]string{AnnotationMinMemory: "92233720368547758090"},
-			invalid: `gpu: bad annotation gpu.wasmsched.io/min-memory-mib: "92233720368547758090" is not a positive whole number of MiB`},
+			invalid: guest.RejectUnresolvable(`gpu: bad annotation gpu.wasmsched.io/min-memory-mib: "92233720368547758090" is not a positive whole number of MiB`)},
 		{name: "memory with sign", gpus: 1, wantGPUs: 1, annotations: map[string]string{AnnotationMinMemory: "+40960"},
-			invalid: `gpu: bad annotation gpu.wasmsched.io/min-memory-mib: "+40960" is not a positive whole number of MiB`},
+			invalid: guest.RejectUnresolvable(`gpu: bad annotation gpu.wasmsched.io/min-memory-mib: "+40960" is not a positive whole number of MiB`)},
 		{name: "shared yes", gpus: 1, wantGPUs: 1, annotations: map[string]string{AnnotationAllowShared: "yes"},
-			invalid: `gpu: bad annotation gpu.wasmsched.io/allow-shared: "yes" is not "true" or "false"`},
+			invalid: guest.RejectUnresolvable(`gpu: bad annotation gpu.wasmsched.io/allow-shared: "yes" is not "true" or "false"`)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -155,27 +131,8 @@ func TestParseRequest(t *testing.T) {
 				t.Errorf("got gpus %d products %q minMemory %d allowShared %v, want %d %q %d %v",
 					r.gpus, r.products, r.minMemoryMiB, r.allowShared, tt.wantGPUs, tt.products, tt.minMemory, tt.allowShared)
 			}
-			checkStatus(t, r.invalid, codeFor(tt.invalid), tt.invalid)
+			guesttest.CheckStatus(t, r.invalid, tt.invalid)
 		})
-	}
-}
-
-// codeFor is the code expected with a reason: none for no reason.
-func codeFor(reason string) guest.Code {
-	if reason == "" {
-		return 0
-	}
-	return guest.UnschedulableAndUnresolvable
-}
-
-func checkStatus(t *testing.T, got guest.Status, code guest.Code, reason string) {
-	t.Helper()
-	var want []string
-	if reason != "" {
-		want = []string{reason}
-	}
-	if got.Code != code || !slices.Equal(got.Reasons, want) {
-		t.Errorf("status = %v %q, want %v %q", got.Code, got.Reasons, code, want)
 	}
 }
 
@@ -185,18 +142,17 @@ func TestPreFilter(t *testing.T) {
 		name        string
 		gpus        int64
 		annotations map[string]string
-		code        guest.Code
-		reason      string
+		want        guest.Status
 	}{
-		{name: "gpu pod", gpus: 1, annotations: map[string]string{AnnotationProduct: a100}, code: guest.Success},
-		{name: "no gpu skips Filter", gpus: 0, code: guest.Skip},
-		{name: "malformed", gpus: 1, annotations: map[string]string{AnnotationMinMemory: "big"}, code: guest.UnschedulableAndUnresolvable,
-			reason: `gpu: bad annotation gpu.wasmsched.io/min-memory-mib: "big" is not a positive whole number of MiB`},
+		{name: "gpu pod", gpus: 1, annotations: map[string]string{AnnotationProduct: a100}, want: guest.OK()},
+		{name: "no gpu skips Filter", gpus: 0, want: guest.SkipPoint()},
+		{name: "malformed", gpus: 1, annotations: map[string]string{AnnotationMinMemory: "big"},
+			want: guest.RejectUnresolvable(`gpu: bad annotation gpu.wasmsched.io/min-memory-mib: "big" is not a positive whole number of MiB`)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &guest.Cycle{Pod: newPod(tt.gpus, tt.annotations)}
-			checkStatus(t, p.PreFilter(c), tt.code, tt.reason)
+			guesttest.CheckStatus(t, p.PreFilter(c), tt.want)
 			if r, ok := c.State.(*request); !ok || r.gpus != tt.gpus {
 				t.Errorf("PreFilter left State %#v, want the parsed request", c.State)
 			}
@@ -212,82 +168,80 @@ func TestFilter(t *testing.T) {
 		gpus        int64
 		annotations map[string]string
 		node        *guest.NodeInfo
-		code        guest.Code
-		reason      string
+		want        guest.Status
 	}{
-		{name: "fits", gpus: 2, node: newNode("n", 8, 6, a100Node), code: guest.Success},
-		{name: "no gpu pod passes a cpu node", gpus: 0, node: newNode("n", 0, 0, nil), code: guest.Success},
-		{name: "no gpu pod passes a full gpu node", gpus: 0, node: newNode("n", 8, 8, a100Node), code: guest.Success},
+		{name: "fits", gpus: 2, node: newNode("n", 8, 6, a100Node), want: guest.OK()},
+		{name: "no gpu pod passes a cpu node", gpus: 0, node: newNode("n", 0, 0, nil), want: guest.OK()},
+		{name: "no gpu pod passes a full gpu node", gpus: 0, node: newNode("n", 8, 8, a100Node), want: guest.OK()},
 		{name: "short of free gpus", gpus: 2, node: newNode("n", 8, 7, a100Node),
-			code: guest.Unschedulable, reason: "gpu: insufficient free nvidia.com/gpu: need 2, free 1"},
+			want: guest.Reject("gpu: insufficient free nvidia.com/gpu: need 2, free 1")},
 		{name: "overcommitted node shows free 0", gpus: 1, node: newNode("n", 4, 6, a100Node),
-			code: guest.Unschedulable, reason: "gpu: insufficient free nvidia.com/gpu: need 1, free 0"},
+			want: guest.Reject("gpu: insufficient free nvidia.com/gpu: need 1, free 0")},
 		{name: "cpu node", gpus: 1, node: newNode("n", 0, 0, nil),
-			code: guest.UnschedulableAndUnresolvable, reason: "gpu: insufficient free nvidia.com/gpu: need 1, free 0"},
+			want: guest.RejectUnresolvable("gpu: insufficient free nvidia.com/gpu: need 1, free 0")},
 		{name: "node smaller than the request", gpus: 8, node: newNode("n", 4, 0, a100Node),
-			code: guest.UnschedulableAndUnresolvable, reason: "gpu: insufficient free nvidia.com/gpu: need 8, free 4"},
+			want: guest.RejectUnresolvable("gpu: insufficient free nvidia.com/gpu: need 8, free 4")},
 		{name: "wanted product", gpus: 1, annotations: map[string]string{AnnotationProduct: h100 + "," + a100},
-			node: newNode("n", 8, 0, a100Node), code: guest.Success},
+			node: newNode("n", 8, 0, a100Node), want: guest.OK()},
 		{name: "wrong product", gpus: 1, annotations: map[string]string{AnnotationProduct: a100 + ", " + h100},
-			node: newNode("n", 4, 0, gfd(a10040, "40960", "none")), code: guest.UnschedulableAndUnresolvable,
-			reason: "gpu: wrong GPU product: want one of [NVIDIA-A100-SXM4-80GB, NVIDIA-H100-80GB-HBM3], node has NVIDIA-A100-SXM4-40GB"},
+			node: newNode("n", 4, 0, gfd(a10040, "40960", "none")),
+			want: guest.RejectUnresolvable("gpu: wrong GPU product: want one of [NVIDIA-A100-SXM4-80GB, NVIDIA-H100-80GB-HBM3], node has NVIDIA-A100-SXM4-40GB")},
 		{name: "wrong product, one wanted", gpus: 1, annotations: map[string]string{AnnotationProduct: h100},
-			node: newNode("n", 8, 0, a100Node), code: guest.UnschedulableAndUnresolvable,
-			reason: "gpu: wrong GPU product: want NVIDIA-H100-80GB-HBM3, node has NVIDIA-A100-SXM4-80GB"},
+			node: newNode("n", 8, 0, a100Node),
+			want: guest.RejectUnresolvable("gpu: wrong GPU product: want NVIDIA-H100-80GB-HBM3, node has NVIDIA-A100-SXM4-80GB")},
 		{name: "no product label", gpus: 1, annotations: map[string]string{AnnotationProduct: h100},
-			node: newNode("n", 8, 0, gfd("", "81920", "")), code: guest.UnschedulableAndUnresolvable,
-			reason: "gpu: wrong GPU product: want NVIDIA-H100-80GB-HBM3, node has no nvidia.com/gpu.product label"},
+			node: newNode("n", 8, 0, gfd("", "81920", "")),
+			want: guest.RejectUnresolvable("gpu: wrong GPU product: want NVIDIA-H100-80GB-HBM3, node has no nvidia.com/gpu.product label")},
 		{name: "shared product matches its base name", gpus: 1,
 			annotations: map[string]string{AnnotationProduct: "Tesla-T4", AnnotationAllowShared: "true"},
-			node:        newNode("n", 4, 1, gfd("Tesla-T4-SHARED", "15360", "time-slicing")), code: guest.Success},
+			node:        newNode("n", 4, 1, gfd("Tesla-T4-SHARED", "15360", "time-slicing")), want: guest.OK()},
 		{name: "shared product matches itself", gpus: 1,
 			annotations: map[string]string{AnnotationProduct: "Tesla-T4-SHARED", AnnotationAllowShared: "true"},
-			node:        newNode("n", 4, 1, gfd("Tesla-T4-SHARED", "15360", "time-slicing")), code: guest.Success},
+			node:        newNode("n", 4, 1, gfd("Tesla-T4-SHARED", "15360", "time-slicing")), want: guest.OK()},
 		{name: "base product does not match another's shared name", gpus: 1,
 			annotations: map[string]string{AnnotationProduct: "Tesla-T4-SHARED"},
-			node:        newNode("n", 4, 0, gfd("Tesla-T4", "15360", "none")), code: guest.UnschedulableAndUnresolvable,
-			reason: "gpu: wrong GPU product: want Tesla-T4-SHARED, node has Tesla-T4"},
+			node:        newNode("n", 4, 0, gfd("Tesla-T4", "15360", "none")),
+			want:        guest.RejectUnresolvable("gpu: wrong GPU product: want Tesla-T4-SHARED, node has Tesla-T4")},
 		{name: "enough memory", gpus: 1, annotations: map[string]string{AnnotationMinMemory: "81920"},
-			node: newNode("n", 8, 0, a100Node), code: guest.Success},
+			node: newNode("n", 8, 0, a100Node), want: guest.OK()},
 		{name: "too little memory", gpus: 1, annotations: map[string]string{AnnotationMinMemory: "40961"},
-			node: newNode("n", 4, 0, gfd(a10040, "40960", "none")), code: guest.UnschedulableAndUnresolvable,
-			reason: "gpu: insufficient GPU memory: need 40961 MiB, node has 40960 MiB"},
+			node: newNode("n", 4, 0, gfd(a10040, "40960", "none")),
+			want: guest.RejectUnresolvable("gpu: insufficient GPU memory: need 40961 MiB, node has 40960 MiB")},
 		{name: "no memory label", gpus: 1, annotations: map[string]string{AnnotationMinMemory: "1024"},
-			node: newNode("n", 1, 0, gfd(a100, "", "")), code: guest.UnschedulableAndUnresolvable,
-			reason: "gpu: insufficient GPU memory: need 1024 MiB, node has no nvidia.com/gpu.memory label"},
+			node: newNode("n", 1, 0, gfd(a100, "", "")),
+			want: guest.RejectUnresolvable("gpu: insufficient GPU memory: need 1024 MiB, node has no nvidia.com/gpu.memory label")},
 		{name: "unreadable memory label", gpus: 1, annotations: map[string]string{AnnotationMinMemory: "1024"},
-			node: newNode("n", 1, 0, gfd(a100, "80Gi", "")), code: guest.UnschedulableAndUnresolvable,
-			reason: `gpu: unreadable GPU memory: node label nvidia.com/gpu.memory is "80Gi", not a whole number of MiB`},
+			node: newNode("n", 1, 0, gfd(a100, "80Gi", "")),
+			want: guest.RejectUnresolvable(`gpu: unreadable GPU memory: node label nvidia.com/gpu.memory is "80Gi", not a whole number of MiB`)},
 		{name: "memory label out of range", gpus: 1, annotations: map[string]string{AnnotationMinMemory: "1024"},
-			node: newNode("n", 1, 0, gfd(a100, "92233720368547758090", "")), code: guest.UnschedulableAndUnresolvable,
-			reason: `gpu: unreadable GPU memory: node label nvidia.com/gpu.memory is "92233720368547758090", not a whole number of MiB`},
+			node: newNode("n", 1, 0, gfd(a100, "92233720368547758090", "")),
+			want: guest.RejectUnresolvable(`gpu: unreadable GPU memory: node label nvidia.com/gpu.memory is "92233720368547758090", not a whole number of MiB`)},
 		{name: "memory label ignored without the annotation", gpus: 1,
-			node: newNode("n", 1, 0, gfd(a100, "80Gi", "")), code: guest.Success},
+			node: newNode("n", 1, 0, gfd(a100, "80Gi", "")), want: guest.OK()},
 		{name: "shared node refused", gpus: 1, node: newNode("n", 4, 0, gfd("Tesla-T4-SHARED", "15360", "time-slicing")),
-			code:   guest.UnschedulableAndUnresolvable,
-			reason: `gpu: shared GPUs not allowed: node has nvidia.com/gpu.sharing-strategy=time-slicing, pod lacks annotation gpu.wasmsched.io/allow-shared: "true"`},
+			want: guest.RejectUnresolvable(`gpu: shared GPUs not allowed: node has nvidia.com/gpu.sharing-strategy=time-slicing, pod lacks annotation gpu.wasmsched.io/allow-shared: "true"`)},
 		{name: "shared node refused with allow-shared false", gpus: 1, annotations: map[string]string{AnnotationAllowShared: "false"},
-			node: newNode("n", 4, 0, gfd("NVIDIA-A100-SXM4-40GB", "40960", "mps")), code: guest.UnschedulableAndUnresolvable,
-			reason: `gpu: shared GPUs not allowed: node has nvidia.com/gpu.sharing-strategy=mps, pod lacks annotation gpu.wasmsched.io/allow-shared: "true"`},
+			node: newNode("n", 4, 0, gfd("NVIDIA-A100-SXM4-40GB", "40960", "mps")),
+			want: guest.RejectUnresolvable(`gpu: shared GPUs not allowed: node has nvidia.com/gpu.sharing-strategy=mps, pod lacks annotation gpu.wasmsched.io/allow-shared: "true"`)},
 		{name: "shared node allowed", gpus: 1, annotations: map[string]string{AnnotationAllowShared: "true"},
-			node: newNode("n", 4, 0, gfd("Tesla-T4-SHARED", "15360", "time-slicing")), code: guest.Success},
-		{name: "sharing none", gpus: 1, node: newNode("n", 4, 0, gfd("", "", "none")), code: guest.Success},
-		{name: "no sharing label", gpus: 1, node: newNode("n", 4, 0, nil), code: guest.Success},
+			node: newNode("n", 4, 0, gfd("Tesla-T4-SHARED", "15360", "time-slicing")), want: guest.OK()},
+		{name: "sharing none", gpus: 1, node: newNode("n", 4, 0, gfd("", "", "none")), want: guest.OK()},
+		{name: "no sharing label", gpus: 1, node: newNode("n", 4, 0, nil), want: guest.OK()},
 		{name: "unresolvable rules before the free count", gpus: 2, annotations: map[string]string{AnnotationProduct: h100},
-			node: newNode("n", 8, 7, a100Node), code: guest.UnschedulableAndUnresolvable,
-			reason: "gpu: wrong GPU product: want NVIDIA-H100-80GB-HBM3, node has NVIDIA-A100-SXM4-80GB"},
+			node: newNode("n", 8, 7, a100Node),
+			want: guest.RejectUnresolvable("gpu: wrong GPU product: want NVIDIA-H100-80GB-HBM3, node has NVIDIA-A100-SXM4-80GB")},
 		{name: "malformed annotation", gpus: 1, annotations: map[string]string{AnnotationAllowShared: "TRUE"},
-			node: newNode("n", 8, 0, a100Node), code: guest.UnschedulableAndUnresolvable,
-			reason: `gpu: bad annotation gpu.wasmsched.io/allow-shared: "TRUE" is not "true" or "false"`},
+			node: newNode("n", 8, 0, a100Node),
+			want: guest.RejectUnresolvable(`gpu: bad annotation gpu.wasmsched.io/allow-shared: "TRUE" is not "true" or "false"`)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &guest.Cycle{Pod: newPod(tt.gpus, tt.annotations)}
 			p.PreFilter(c)
-			checkStatus(t, p.Filter(c, tt.node), tt.code, tt.reason)
+			guesttest.CheckStatus(t, p.Filter(c, tt.node), tt.want)
 			// Without PreFilter (a cycle begun on another instance) the
 			// verdict is the same.
-			checkStatus(t, p.Filter(&guest.Cycle{Pod: c.Pod}, tt.node), tt.code, tt.reason)
+			guesttest.CheckStatus(t, p.Filter(&guest.Cycle{Pod: c.Pod}, tt.node), tt.want)
 		})
 	}
 }
@@ -317,8 +271,7 @@ func TestFilterMemoises(t *testing.T) {
 	for free := int64(0); free < 3; free++ {
 		for range 2 {
 			s := p.Filter(c, newNode("n", 8, 8-free, nil))
-			want := "gpu: insufficient free nvidia.com/gpu: need 3, free " + strconv.FormatInt(free, 10)
-			checkStatus(t, s, guest.Unschedulable, want)
+			guesttest.CheckStatus(t, s, guest.Reject("gpu: insufficient free nvidia.com/gpu: need 3, free %d", free))
 		}
 	}
 }
@@ -400,10 +353,10 @@ func TestScore(t *testing.T) {
 			scores := make([]guest.NodeScore, len(tt.nodes))
 			for i, sc := range tt.nodes {
 				v, s := p.Score(c, sc.node)
-				checkStatus(t, s, guest.Success, "")
+				guesttest.CheckStatus(t, s, guest.OK())
 				scores[i] = guest.NodeScore{Node: sc.node, Score: v}
 			}
-			checkStatus(t, p.NormalizeScore(c, scores), guest.Success, "")
+			guesttest.CheckStatus(t, p.NormalizeScore(c, scores), guest.OK())
 			for i, sc := range tt.nodes {
 				if scores[i].Score != sc.want {
 					t.Errorf("node %s: score %d, want %d", sc.node.Name(), scores[i].Score, sc.want)
@@ -420,7 +373,7 @@ func TestScoreRawIsFreeAfterPlacement(t *testing.T) {
 	if v, _ := p.Score(c, newNode("n", 8, 2, nil)); v != 3 {
 		t.Errorf("raw score %d, want 3 GPUs left free", v)
 	}
-	checkStatus(t, p.NormalizeScore(c, nil), guest.Success, "")
+	guesttest.CheckStatus(t, p.NormalizeScore(c, nil), guest.OK())
 }
 
 func TestParseMiB(t *testing.T) {

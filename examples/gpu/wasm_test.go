@@ -1,19 +1,19 @@
+//go:build !wasip1
+
 package main
 
 import (
-	"context"
-	"os"
-	"path/filepath"
-	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/wasmsched/wasmsched/host/eval"
-	"github.com/wasmsched/wasmsched/internal/evalcheck"
+	"github.com/wasmsched/wasmsched/internal/hosttest"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
+
+func TestMain(m *testing.M) { testwasm.Main(m) }
 
 // These tests build the policy as a wasm module and run it through
 // host/eval, the code behind `wasmsched eval`, on the cluster in testdata/:
@@ -31,102 +31,10 @@ import (
 // scores (testwasm.Agree).
 const pkg = "examples/gpu"
 
-// evaluator loads the module wasm with settings.
-func evaluator(t *testing.T, wasm []byte, settings string) *eval.Evaluator {
-	t.Helper()
-	ctx := context.Background()
-	ev, err := eval.Load(ctx, []eval.PolicySpec{{Name: Name, Wasm: wasm, Settings: []byte(settings)}})
-	if err != nil {
-		t.Fatalf("load with settings %q: %v", settings, err)
-	}
-	t.Cleanup(func() { ev.Close(ctx) })
-	return ev
-}
-
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-func readPod(t *testing.T, file string) *v1.Pod {
-	t.Helper()
-	p, err := eval.ReadPod(filepath.Join("testdata", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// run evaluates pod against the testdata cluster.
-func run(t *testing.T, ev *eval.Evaluator, pod *v1.Pod) *eval.Report {
-	t.Helper()
-	nodes, err := eval.ReadNodes("testdata/nodes.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	placed, err := eval.ReadPods("testdata/pods.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := ev.Evaluate(context.Background(), eval.Input{Pod: pod, Nodes: nodes, Pods: placed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rep
-}
-
-// verdict is the expected outcome on one node: a code and a reason, or a
-// score for a node that passes.
-type verdict struct {
-	code   string
-	score  int64
-	reason string
-}
-
-func pass(score int64) verdict { return verdict{code: "Success", score: score} }
-
-// unscored is the score of the only node that fits: the scheduler does not
-// score it.
-const unscored = -1
-
-func reject(reason string) verdict { return verdict{code: "Unschedulable", reason: reason} }
-
-func unresolvable(reason string) verdict {
-	return verdict{code: "UnschedulableAndUnresolvable", reason: reason}
-}
-
-func check(t *testing.T, rep *eval.Report, selected string, want map[string]verdict) {
-	t.Helper()
-	if len(rep.Nodes) != len(want) {
-		t.Fatalf("report has %d nodes, want %d", len(rep.Nodes), len(want))
-	}
-	for _, n := range rep.Nodes {
-		w, ok := want[n.Name]
-		if !ok {
-			t.Errorf("unexpected node %s", n.Name)
-			continue
-		}
-		var reasons []string
-		if w.reason != "" {
-			reasons = []string{w.reason}
-		}
-		if n.Code != w.code || !slices.Equal(n.Reasons, reasons) {
-			t.Errorf("node %s: %s %q, want %s %q", n.Name, n.Code, n.Reasons, w.code, reasons)
-		}
-		switch {
-		case w.code == "Success" && (n.Score == nil) != (w.score == unscored):
-			t.Errorf("node %s: score %v, want %d (-1: none)", n.Name, n.Score, w.score)
-		case w.code == "Success" && n.Score != nil && *n.Score != w.score:
-			t.Errorf("node %s: score %d, want %d", n.Name, *n.Score, w.score)
-		}
-	}
-	if rep.Selected != selected {
-		t.Errorf("selected %q, want %q", rep.Selected, selected)
-	}
+// cluster is the pod in testdata/<pod> and the cluster above: the nodes of
+// testdata/nodes.yaml and the pods placed on them, testdata/pods.yaml.
+func cluster(t *testing.T, pod string) eval.Input {
+	return hosttest.Input(t, "testdata/"+pod, "testdata/nodes.yaml", "testdata/pods.yaml")
 }
 
 const (
@@ -137,11 +45,11 @@ const (
 // TestEvalTrainingPod is the README's example: a 2-GPU pod that wants an
 // 80 GB A100 or an H100.
 func TestEvalTrainingPod(t *testing.T) {
-	rejected := map[string]verdict{
-		"dgx-a100-03":  reject("gpu: insufficient free nvidia.com/gpu: need 2, free 1"),
-		"a100-40g-01":  unresolvable("gpu: wrong GPU product: " + trainProducts + ", node has NVIDIA-A100-SXM4-40GB"),
-		"t4-shared-01": unresolvable(sharedRefused),
-		"cpu-01":       unresolvable("gpu: insufficient free nvidia.com/gpu: need 2, free 0"),
+	rejected := map[string]hosttest.Verdict{
+		"dgx-a100-03":  hosttest.Rejected("gpu: insufficient free nvidia.com/gpu: need 2, free 1"),
+		"a100-40g-01":  hosttest.Unresolvable("gpu: wrong GPU product: " + trainProducts + ", node has NVIDIA-A100-SXM4-40GB"),
+		"t4-shared-01": hosttest.Unresolvable(sharedRefused),
+		"cpu-01":       hosttest.Unresolvable("gpu: insufficient free nvidia.com/gpu: need 2, free 0"),
 	}
 	tests := []struct {
 		name     string
@@ -152,17 +60,17 @@ func TestEvalTrainingPod(t *testing.T) {
 		// binpack: dgx-a100-01 is left with 0 free GPUs, dgx-a100-02 with 3.
 		{name: "default", settings: "", a1: 100, a2: 0, selected: "dgx-a100-01"},
 		{name: "binpack", settings: `{"strategy": "binpack"}`, a1: 100, a2: 0, selected: "dgx-a100-01"},
-		{name: "spread", settings: readFile(t, "testdata/spread.json"), a1: 0, a2: 100, selected: "dgx-a100-02"},
+		{name: "spread", settings: hosttest.ReadFile(t, "testdata/spread.json"), a1: 0, a2: 100, selected: "dgx-a100-02"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			want := map[string]verdict{"dgx-a100-01": pass(tt.a1), "dgx-a100-02": pass(tt.a2)}
+			want := map[string]hosttest.Verdict{"dgx-a100-01": hosttest.Passes(tt.a1), "dgx-a100-02": hosttest.Passes(tt.a2)}
 			for k, v := range rejected {
 				want[k] = v
 			}
 			testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) *eval.Report {
-				rep := run(t, evaluator(t, wasm, tt.settings), readPod(t, "pod.yaml"))
-				check(t, rep, tt.selected, want)
+				rep := hosttest.Evaluate(t, hosttest.Evaluator(t, Name, wasm, tt.settings), cluster(t, "pod.yaml"))
+				hosttest.CheckReport(t, rep, tt.selected, want)
 				if rep.Permit.Code != "Success" {
 					t.Errorf("permit %s %q, want Success", rep.Permit.Code, rep.Permit.Reasons)
 				}
@@ -175,18 +83,18 @@ func TestEvalTrainingPod(t *testing.T) {
 // TestEvalSharedNotebook: a pod that allows shared GPUs and wants a T4
 // lands on the time-sliced node, whose product carries GFD's -SHARED suffix.
 func TestEvalSharedNotebook(t *testing.T) {
-	wrong := func(product string) verdict {
-		return unresolvable("gpu: wrong GPU product: want one of [Tesla-T4, NVIDIA-L4], node has " + product)
+	wrong := func(product string) hosttest.Verdict {
+		return hosttest.Unresolvable("gpu: wrong GPU product: want one of [Tesla-T4, NVIDIA-L4], node has " + product)
 	}
 	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) *eval.Report {
-		rep := run(t, evaluator(t, wasm, ""), readPod(t, "pod-shared.yaml"))
-		check(t, rep, "t4-shared-01", map[string]verdict{
+		rep := hosttest.Evaluate(t, hosttest.Evaluator(t, Name, wasm, ""), cluster(t, "pod-shared.yaml"))
+		hosttest.CheckReport(t, rep, "t4-shared-01", map[string]hosttest.Verdict{
 			"dgx-a100-01":  wrong("NVIDIA-A100-SXM4-80GB"),
 			"dgx-a100-02":  wrong("NVIDIA-A100-SXM4-80GB"),
 			"dgx-a100-03":  wrong("NVIDIA-A100-SXM4-80GB"),
 			"a100-40g-01":  wrong("NVIDIA-A100-SXM4-40GB"),
-			"t4-shared-01": pass(unscored),
-			"cpu-01":       unresolvable("gpu: insufficient free nvidia.com/gpu: need 1, free 0"),
+			"t4-shared-01": hosttest.PassesAlone(),
+			"cpu-01":       hosttest.Unresolvable("gpu: insufficient free nvidia.com/gpu: need 1, free 0"),
 		})
 		return rep
 	})
@@ -196,15 +104,15 @@ func TestEvalSharedNotebook(t *testing.T) {
 // excludes the T4, and binpack fills the fullest A100 first.
 func TestEvalMinMemory(t *testing.T) {
 	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) *eval.Report {
-		rep := run(t, evaluator(t, wasm, ""), readPod(t, "pod-inference.yaml"))
+		rep := hosttest.Evaluate(t, hosttest.Evaluator(t, Name, wasm, ""), cluster(t, "pod-inference.yaml"))
 		// Free after placement: 1, 4, 0, 3.
-		check(t, rep, "dgx-a100-03", map[string]verdict{
-			"dgx-a100-01":  pass(75),
-			"dgx-a100-02":  pass(0),
-			"dgx-a100-03":  pass(100),
-			"a100-40g-01":  pass(25),
-			"t4-shared-01": unresolvable("gpu: insufficient GPU memory: need 20000 MiB, node has 15360 MiB"),
-			"cpu-01":       unresolvable("gpu: insufficient free nvidia.com/gpu: need 1, free 0"),
+		hosttest.CheckReport(t, rep, "dgx-a100-03", map[string]hosttest.Verdict{
+			"dgx-a100-01":  hosttest.Passes(75),
+			"dgx-a100-02":  hosttest.Passes(0),
+			"dgx-a100-03":  hosttest.Passes(100),
+			"a100-40g-01":  hosttest.Passes(25),
+			"t4-shared-01": hosttest.Unresolvable("gpu: insufficient GPU memory: need 20000 MiB, node has 15360 MiB"),
+			"cpu-01":       hosttest.Unresolvable("gpu: insufficient free nvidia.com/gpu: need 1, free 0"),
 		})
 		return rep
 	})
@@ -213,18 +121,18 @@ func TestEvalMinMemory(t *testing.T) {
 // TestEvalInitContainer: the request is the scheduler's effective one, here
 // the init container's 4 GPUs rather than the app container's 1.
 func TestEvalInitContainer(t *testing.T) {
-	pod := readPod(t, "pod-cpu.yaml")
-	pod.Spec.InitContainers = []v1.Container{{Name: "warmup", Image: "busybox", Resources: gpuResources(4)}}
-	pod.Spec.Containers[0].Resources = gpuResources(1)
+	in := cluster(t, "pod-cpu.yaml")
+	in.Pod.Spec.InitContainers = []v1.Container{{Name: "warmup", Image: "busybox", Resources: gpuResources(4)}}
+	in.Pod.Spec.Containers[0].Resources = gpuResources(1)
 	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) *eval.Report {
-		rep := run(t, evaluator(t, wasm, ""), pod)
-		check(t, rep, "a100-40g-01", map[string]verdict{
-			"dgx-a100-01":  reject("gpu: insufficient free nvidia.com/gpu: need 4, free 2"),
-			"dgx-a100-02":  pass(0),
-			"dgx-a100-03":  reject("gpu: insufficient free nvidia.com/gpu: need 4, free 1"),
-			"a100-40g-01":  pass(100),
-			"t4-shared-01": unresolvable(sharedRefused),
-			"cpu-01":       unresolvable("gpu: insufficient free nvidia.com/gpu: need 4, free 0"),
+		rep := hosttest.Evaluate(t, hosttest.Evaluator(t, Name, wasm, ""), in)
+		hosttest.CheckReport(t, rep, "a100-40g-01", map[string]hosttest.Verdict{
+			"dgx-a100-01":  hosttest.Rejected("gpu: insufficient free nvidia.com/gpu: need 4, free 2"),
+			"dgx-a100-02":  hosttest.Passes(0),
+			"dgx-a100-03":  hosttest.Rejected("gpu: insufficient free nvidia.com/gpu: need 4, free 1"),
+			"a100-40g-01":  hosttest.Passes(100),
+			"t4-shared-01": hosttest.Unresolvable(sharedRefused),
+			"cpu-01":       hosttest.Unresolvable("gpu: insufficient free nvidia.com/gpu: need 4, free 0"),
 		})
 		return rep
 	})
@@ -251,14 +159,14 @@ func TestEvalNoGPUPod(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pod := readPod(t, "pod-cpu.yaml")
+			in := cluster(t, "pod-cpu.yaml")
 			// Annotations of a pod without GPUs are not read.
-			pod.Annotations = map[string]string{AnnotationMinMemory: "lots"}
+			in.Pod.Annotations = map[string]string{AnnotationMinMemory: "lots"}
 			testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) *eval.Report {
-				rep := run(t, evaluator(t, wasm, tt.settings), pod)
-				check(t, rep, tt.selected, map[string]verdict{
-					"dgx-a100-01": pass(tt.gpu), "dgx-a100-02": pass(tt.gpu), "dgx-a100-03": pass(tt.gpu),
-					"a100-40g-01": pass(tt.gpu), "t4-shared-01": pass(tt.gpu), "cpu-01": pass(tt.cpu),
+				rep := hosttest.Evaluate(t, hosttest.Evaluator(t, Name, wasm, tt.settings), in)
+				hosttest.CheckReport(t, rep, tt.selected, map[string]hosttest.Verdict{
+					"dgx-a100-01": hosttest.Passes(tt.gpu), "dgx-a100-02": hosttest.Passes(tt.gpu), "dgx-a100-03": hosttest.Passes(tt.gpu),
+					"a100-40g-01": hosttest.Passes(tt.gpu), "t4-shared-01": hosttest.Passes(tt.gpu), "cpu-01": hosttest.Passes(tt.cpu),
 				})
 				return rep
 			})
@@ -276,18 +184,18 @@ func TestEvalMalformedAnnotation(t *testing.T) {
 		{AnnotationAllowShared, "yes", `gpu: bad annotation gpu.wasmsched.io/allow-shared: "yes" is not "true" or "false"`},
 	}
 	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) []*eval.Report {
-		ev := evaluator(t, wasm, "")
+		ev := hosttest.Evaluator(t, Name, wasm, "")
 		var reps []*eval.Report
 		for _, tt := range tests {
 			t.Run(tt.key, func(t *testing.T) {
-				pod := readPod(t, "pod.yaml")
-				pod.Annotations[tt.key] = tt.value
-				rep := run(t, ev, pod)
-				want := map[string]verdict{}
+				in := cluster(t, "pod.yaml")
+				in.Pod.Annotations[tt.key] = tt.value
+				rep := hosttest.Evaluate(t, ev, in)
+				want := map[string]hosttest.Verdict{}
 				for _, n := range []string{"dgx-a100-01", "dgx-a100-02", "dgx-a100-03", "a100-40g-01", "t4-shared-01", "cpu-01"} {
-					want[n] = unresolvable(tt.reason)
+					want[n] = hosttest.Unresolvable(tt.reason)
 				}
-				check(t, rep, "", want)
+				hosttest.CheckReport(t, rep, "", want)
 				if rep.Permit.Code != "Skip" {
 					t.Errorf("permit %s, want Skip", rep.Permit.Code)
 				}
@@ -300,7 +208,7 @@ func TestEvalMalformedAnnotation(t *testing.T) {
 
 // TestEvalSettingsRejected: bad settings fail the load, naming the problem.
 func TestEvalSettingsRejected(t *testing.T) {
-	evalcheck.RejectsSettings(t, pkg, Name, []evalcheck.BadSettings{
+	hosttest.RejectsSettings(t, pkg, Name, []hosttest.BadSettings{
 		{Settings: `{"strategy": "pack"}`, Want: `"strategy" must be "binpack" or "spread", not "pack"`},
 		{Settings: `{"reserveGPUNodes": true, "extra": 1}`, Want: `unknown field "extra"`},
 	})

@@ -4,22 +4,20 @@ package main
 
 import (
 	"context"
-	"os"
 	"slices"
-	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+	"github.com/wasmsched/wasmsched/guest"
 	"github.com/wasmsched/wasmsched/host/eval"
 	hostpolicy "github.com/wasmsched/wasmsched/host/policy"
-	"github.com/wasmsched/wasmsched/internal/evalcheck"
+	"github.com/wasmsched/wasmsched/internal/hosttest"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
@@ -30,88 +28,28 @@ func TestMain(m *testing.M) { testwasm.Main(m) }
 // (testwasm.Agree).
 const pkg = "examples/zone"
 
-// load loads the module wasm with settings, the way `wasmsched eval` does.
-func load(t *testing.T, wasm []byte, settings string) *eval.Evaluator {
-	t.Helper()
-	ev, err := eval.Load(context.Background(), []eval.PolicySpec{{Name: "zone", Wasm: wasm, Settings: []byte(settings)}})
-	if err != nil {
-		t.Fatalf("load: %v", err)
-	}
-	t.Cleanup(func() { ev.Close(context.Background()) })
-	return ev
-}
-
-func readInput(t *testing.T) eval.Input {
-	t.Helper()
-	var (
-		in  eval.Input
-		err error
-	)
-	if in.Pod, err = eval.ReadPod("testdata/pod.yaml"); err != nil {
-		t.Fatal(err)
-	}
-	if in.Nodes, err = eval.ReadNodes("testdata/nodes.yaml"); err != nil {
-		t.Fatal(err)
-	}
-	if in.Pods, err = eval.ReadPods("testdata/pods.yaml"); err != nil {
-		t.Fatal(err)
-	}
-	return in
-}
-
-func settingsFile(t *testing.T, name string) string {
-	t.Helper()
-	b, err := os.ReadFile("testdata/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-type verdict struct {
-	code   string
-	reason string
-	score  int64 // -1: no score
-}
-
-func check(t *testing.T, rep *eval.Report, want map[string]verdict) {
-	t.Helper()
-	for _, n := range rep.Nodes {
-		w, ok := want[n.Name]
-		if !ok {
-			t.Errorf("unexpected node %s", n.Name)
-			continue
-		}
-		if n.Code != w.code || strings.Join(n.Reasons, "; ") != w.reason {
-			t.Errorf("%s: %s %q, want %s %q", n.Name, n.Code, n.Reasons, w.code, w.reason)
-		}
-		switch {
-		case w.score < 0 && n.Score != nil:
-			t.Errorf("%s: score %d, want none", n.Name, *n.Score)
-		case w.score >= 0 && (n.Score == nil || *n.Score != w.score):
-			t.Errorf("%s: score %v, want %d", n.Name, n.Score, w.score)
-		}
-	}
+// scene is what testdata/ holds: the pod of pod.yaml, the nodes of
+// nodes.yaml and the pods placed on them, pods.yaml.
+func scene(t *testing.T) eval.Input {
+	return hosttest.Input(t, "testdata/pod.yaml", "testdata/nodes.yaml", "testdata/pods.yaml")
 }
 
 const skewA = "zone: placing app=web in zone a would make skew 2 > maxSkew 1 (a=1, b=0, c=0)"
 
 func TestEvalTestdata(t *testing.T) {
 	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) *eval.Report {
-		rep, err := load(t, wasm, settingsFile(t, "settings.json")).Evaluate(context.Background(), readInput(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		check(t, rep, map[string]verdict{
-			"a-1":    {"Unschedulable", skewA, -1},
-			"a-2":    {"Unschedulable", skewA, -1},
-			"b-1":    {"Success", "", 100},
-			"c-1":    {"Success", "", 100},
-			"d-1":    {"UnschedulableAndUnresolvable", "zone: zone d is denied", -1},
-			"edge-1": {"Success", "", 0},
+		ev := hosttest.Evaluator(t, "zone", wasm, hosttest.ReadFile(t, "testdata/settings.json"))
+		rep := hosttest.Evaluate(t, ev, scene(t))
+		hosttest.CheckReport(t, rep, "b-1", map[string]hosttest.Verdict{
+			"a-1":    hosttest.Rejected(skewA),
+			"a-2":    hosttest.Rejected(skewA),
+			"b-1":    hosttest.Passes(100),
+			"c-1":    hosttest.Passes(100),
+			"d-1":    hosttest.Unresolvable("zone: zone d is denied"),
+			"edge-1": hosttest.Passes(0),
 		})
-		if rep.Selected != "b-1" || rep.Permit.Code != "Success" {
-			t.Fatalf("selected %q, permit %+v", rep.Selected, rep.Permit)
+		if rep.Permit.Code != "Success" {
+			t.Fatalf("permit %+v", rep.Permit)
 		}
 		return rep
 	})
@@ -119,10 +57,8 @@ func TestEvalTestdata(t *testing.T) {
 
 func TestEvalRequireZone(t *testing.T) {
 	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) *eval.Report {
-		rep, err := load(t, wasm, settingsFile(t, "settings-require.json")).Evaluate(context.Background(), readInput(t))
-		if err != nil {
-			t.Fatal(err)
-		}
+		ev := hosttest.Evaluator(t, "zone", wasm, hosttest.ReadFile(t, "testdata/settings-require.json"))
+		rep := hosttest.Evaluate(t, ev, scene(t))
 		if got := rep.SortedNames("UnschedulableAndUnresolvable"); !slices.Equal(got, []string{"d-1", "edge-1"}) {
 			t.Fatalf("unresolvable %v, want [d-1 edge-1]", got)
 		}
@@ -137,19 +73,17 @@ func TestEvalRequireZone(t *testing.T) {
 
 func TestEvalScoresPreferEmptierZones(t *testing.T) {
 	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) *eval.Report {
-		in := readInput(t)
+		in := scene(t)
 		// maxSkew 2 lets zone a in; it holds web-1, so it scores lowest.
-		rep, err := load(t, wasm, `{"deniedZones": ["d"], "maxSkew": 2}`).Evaluate(context.Background(), in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		check(t, rep, map[string]verdict{
-			"a-1":    {"Success", "", 0},
-			"a-2":    {"Success", "", 0},
-			"b-1":    {"Success", "", 100},
-			"c-1":    {"Success", "", 100},
-			"d-1":    {"UnschedulableAndUnresolvable", "zone: zone d is denied", -1},
-			"edge-1": {"Success", "", 0},
+		ev := hosttest.Evaluator(t, "zone", wasm, `{"deniedZones": ["d"], "maxSkew": 2}`)
+		rep := hosttest.Evaluate(t, ev, in)
+		hosttest.CheckReport(t, rep, "b-1", map[string]hosttest.Verdict{
+			"a-1":    hosttest.Passes(0),
+			"a-2":    hosttest.Passes(0),
+			"b-1":    hosttest.Passes(100),
+			"c-1":    hosttest.Passes(100),
+			"d-1":    hosttest.Unresolvable("zone: zone d is denied"),
+			"edge-1": hosttest.Passes(0),
 		})
 		return rep
 	})
@@ -157,26 +91,24 @@ func TestEvalScoresPreferEmptierZones(t *testing.T) {
 
 func TestEvalUngroupedPod(t *testing.T) {
 	testwasm.Agree(t, pkg, func(t *testing.T, wasm []byte) *eval.Report {
-		in := readInput(t)
-		in.Pod = &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "tool", Namespace: "default", UID: "uid-tool"}}
-		rep, err := load(t, wasm, settingsFile(t, "settings.json")).Evaluate(context.Background(), in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		check(t, rep, map[string]verdict{
-			"a-1":    {"Success", "", 0},
-			"a-2":    {"Success", "", 0},
-			"b-1":    {"Success", "", 0},
-			"c-1":    {"Success", "", 0},
-			"d-1":    {"UnschedulableAndUnresolvable", "zone: zone d is denied", -1},
-			"edge-1": {"Success", "", 0},
+		in := scene(t)
+		in.Pod = st.MakePod().Namespace("default").Name("tool").UID("uid-tool").Obj()
+		ev := hosttest.Evaluator(t, "zone", wasm, hosttest.ReadFile(t, "testdata/settings.json"))
+		rep := hosttest.Evaluate(t, ev, in)
+		hosttest.CheckReport(t, rep, "a-1", map[string]hosttest.Verdict{
+			"a-1":    hosttest.Passes(0),
+			"a-2":    hosttest.Passes(0),
+			"b-1":    hosttest.Passes(0),
+			"c-1":    hosttest.Passes(0),
+			"d-1":    hosttest.Unresolvable("zone: zone d is denied"),
+			"edge-1": hosttest.Passes(0),
 		})
 		return rep
 	})
 }
 
 func TestEvalRejectsBadSettings(t *testing.T) {
-	evalcheck.RejectsSettings(t, pkg, "zone", []evalcheck.BadSettings{
+	hosttest.RejectsSettings(t, pkg, "zone", []hosttest.BadSettings{
 		{Settings: `{"maxSkew": 0}`, Want: `"maxSkew" must be at least 1`},
 		{Settings: `{"groupLabel": ""}`, Want: `"groupLabel" must not be empty`},
 		{Settings: `{"requireZones": true}`, Want: `unknown field "requireZones"`},
@@ -193,18 +125,12 @@ func TestFilterOnPreemptionCopies(t *testing.T) {
 
 func filterOnPreemptionCopies(t *testing.T, wasm []byte) []hostpolicy.Status {
 	ctx := context.Background()
-	p, err := hostpolicy.Load(ctx, hostpolicy.Options{Name: "zone", Wasm: wasm, MaxInstances: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close(ctx)
+	p := hosttest.Policy(t, "zone", wasm, "")
 	web := func(name string) *v1.Pod {
-		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name), Labels: map[string]string{"app": "web"}}}
+		return st.MakePod().Namespace("default").Name(name).UID("uid-"+name).Label("app", "web").Obj()
 	}
 	node := func(name, zone string, pods ...*v1.Pod) *framework.NodeInfo {
-		ni := framework.NewNodeInfo(pods...)
-		ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"topology.kubernetes.io/zone": zone}}})
-		return ni
+		return hosttest.NodeInfo(st.MakeNode().Name(name).Label(guest.LabelZone, zone).Obj(), pods...)
 	}
 	victim := web("web-2")
 	a := node("a-1", "a", web("web-1"), victim)

@@ -7,39 +7,26 @@ import (
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 	"github.com/wasmsched/wasmsched/guest"
+	"github.com/wasmsched/wasmsched/internal/guesttest"
 )
 
-// kv builds a label list from key, value pairs.
-func kv(pairs ...string) []*abiv1.KeyValue {
-	var out []*abiv1.KeyValue
-	for i := 0; i+1 < len(pairs); i += 2 {
-		out = append(out, &abiv1.KeyValue{Key: pairs[i], Value: pairs[i+1]})
+// appPod is the pod name of ns, labelled app=<app> unless app is "". A test
+// makes it the pod being scheduled (Obj) or one placed on a node (Placed).
+func appPod(ns, name, app string) *guesttest.PodWrapper {
+	p := guesttest.MakePod().Namespace(ns).Name(name).UID("uid-" + ns + "-" + name)
+	if app != "" {
+		p.Label("app", app)
 	}
-	return out
+	return p
 }
 
-func mkPod(ns, name string, labels ...string) *guest.Pod {
-	return &guest.Pod{Pod: &abiv1.Pod{Name: name, Namespace: ns, Uid: "uid-" + ns + "-" + name, Labels: kv(labels...)}}
-}
-
-func placed(ns, name string, labels ...string) *abiv1.PodSummary {
-	return &abiv1.PodSummary{Name: name, Namespace: ns, Uid: "uid-" + ns + "-" + name, Labels: kv(labels...)}
-}
-
-// mkNode builds a node at generation 1; an empty zone leaves the zone label
-// out. Extra labels come as key, value pairs in labels.
-func mkNode(name, zone string, labels []string, pods ...*abiv1.PodSummary) *guest.NodeInfo {
-	l := kv(labels...)
+// zoneNode is node name in zone ("" for a node without a zone label), at
+// generation 1, with pods placed on it.
+func zoneNode(name, zone string, pods ...*abiv1.PodSummary) *guesttest.NodeWrapper {
+	n := guesttest.MakeNode().Name(name).Generation(1).Pods(pods...)
 	if zone != "" {
-		l = append(l, &abiv1.KeyValue{Key: guest.LabelZone, Value: zone})
+		n.Label(guest.LabelZone, zone)
 	}
-	return &guest.NodeInfo{NodeInfo: &abiv1.NodeInfo{Generation: 1, Node: &abiv1.Node{Name: name, Labels: l}, Pods: pods, PodCount: int32(len(pods))}}
-}
-
-// changed returns n as the scheduler hands out a modified copy: a new
-// generation.
-func changed(n *guest.NodeInfo) *guest.NodeInfo {
-	n.Generation = 2
 	return n
 }
 
@@ -63,12 +50,12 @@ func cycle(p *Policy, pod *guest.Pod, nodes []*guest.NodeInfo) *guest.Cycle {
 // without a zone, none in c.
 func cluster() []*guest.NodeInfo {
 	return []*guest.NodeInfo{
-		mkNode("a-1", "a", nil, placed("default", "web-1", "app", "web")),
-		mkNode("a-2", "a", nil),
-		mkNode("b-1", "b", nil, placed("default", "db-1", "app", "db"), placed("staging", "web-s", "app", "web")),
-		mkNode("c-1", "c", nil),
-		mkNode("d-1", "d", nil, placed("default", "web-d", "app", "web")),
-		mkNode("edge-1", "", nil, placed("default", "web-e", "app", "web")),
+		zoneNode("a-1", "a", appPod("default", "web-1", "web").Placed()).Obj(),
+		zoneNode("a-2", "a").Obj(),
+		zoneNode("b-1", "b", appPod("default", "db-1", "db").Placed(), appPod("staging", "web-s", "web").Placed()).Obj(),
+		zoneNode("c-1", "c").Obj(),
+		zoneNode("d-1", "d", appPod("default", "web-d", "web").Placed()).Obj(),
+		zoneNode("edge-1", "", appPod("default", "web-e", "web").Placed()).Obj(),
 	}
 }
 
@@ -107,7 +94,7 @@ func TestFilter(t *testing.T) {
 	}{{
 		name:     "grouped pod spreads, denied zone rejected, no zone passes",
 		settings: `{"deniedZones": ["d"]}`,
-		pod:      mkPod("default", "web-2", "app", "web"),
+		pod:      appPod("default", "web-2", "web").Obj(),
 		want: map[string]guest.Status{
 			"a-1": reject, "a-2": reject, "b-1": guest.OK(), "c-1": guest.OK(),
 			"d-1":    guest.RejectUnresolvable("zone: zone d is denied"),
@@ -116,7 +103,7 @@ func TestFilter(t *testing.T) {
 	}, {
 		name:     "requireZone rejects the node without a zone",
 		settings: `{"deniedZones": ["d"], "requireZone": true}`,
-		pod:      mkPod("default", "web-2", "app", "web"),
+		pod:      appPod("default", "web-2", "web").Obj(),
 		want: map[string]guest.Status{
 			"a-1": reject, "b-1": guest.OK(),
 			"edge-1": guest.RejectUnresolvable("zone: node edge-1 has no topology.kubernetes.io/zone label"),
@@ -124,12 +111,12 @@ func TestFilter(t *testing.T) {
 	}, {
 		name:     "a larger maxSkew admits zone a",
 		settings: `{"deniedZones": ["d"], "maxSkew": 2}`,
-		pod:      mkPod("default", "web-2", "app", "web"),
+		pod:      appPod("default", "web-2", "web").Obj(),
 		want:     map[string]guest.Status{"a-1": guest.OK(), "a-2": guest.OK()},
 	}, {
 		name:     "a pod without the group label only meets the zone rules",
 		settings: `{"deniedZones": ["d"], "requireZone": true}`,
-		pod:      mkPod("default", "tool"),
+		pod:      appPod("default", "tool", "").Obj(),
 		want: map[string]guest.Status{
 			"a-1": guest.OK(), "a-2": guest.OK(), "b-1": guest.OK(), "c-1": guest.OK(),
 			"d-1":    guest.RejectUnresolvable("zone: zone d is denied"),
@@ -138,12 +125,12 @@ func TestFilter(t *testing.T) {
 	}, {
 		name:     "another group label counts other pods",
 		settings: `{"groupLabel": "team"}`,
-		pod:      mkPod("default", "web-2", "app", "web"),
+		pod:      appPod("default", "web-2", "web").Obj(),
 		want:     map[string]guest.Status{"a-1": guest.OK(), "d-1": guest.OK()},
 	}, {
 		name:     "when d is allowed its pod counts and c is the minimum",
 		settings: `{}`,
-		pod:      mkPod("default", "web-2", "app", "web"),
+		pod:      appPod("default", "web-2", "web").Obj(),
 		want: map[string]guest.Status{
 			"d-1": guest.Reject("zone: placing app=web in zone d would make skew 2 > maxSkew 1 (a=1, b=0, c=0, d=1)"),
 			"c-1": guest.OK(),
@@ -153,30 +140,22 @@ func TestFilter(t *testing.T) {
 			p := mustParse(t, tc.settings)
 			c := cycle(p, tc.pod, nodes)
 			for _, n := range nodes {
-				want, ok := tc.want[n.Name()]
-				if !ok {
-					continue
-				}
-				if got := p.Filter(c, n); !equalStatus(got, want) {
-					t.Errorf("%s: got %+v, want %+v", n.Name(), got, want)
+				if want, ok := tc.want[n.Name()]; ok {
+					t.Run(n.Name(), func(t *testing.T) { guesttest.CheckStatus(t, p.Filter(c, n), want) })
 				}
 			}
 		})
 	}
 }
 
-func equalStatus(a, b guest.Status) bool {
-	return a.Code == b.Code && slices.Equal(a.Reasons, b.Reasons)
-}
-
 func TestFilterExcludesThePodItself(t *testing.T) {
 	p := mustParse(t, "")
-	pod := mkPod("default", "web-1", "app", "web")
+	pod := appPod("default", "web-1", "web").Obj()
 	// The pod being scheduled already shows on a-1 (a retried binding):
 	// it must not count against itself.
 	nodes := []*guest.NodeInfo{
-		mkNode("a-1", "a", nil, placed("default", "web-1", "app", "web")),
-		mkNode("b-1", "b", nil),
+		zoneNode("a-1", "a", appPod("default", "web-1", "web").Placed()).Obj(),
+		zoneNode("b-1", "b").Obj(),
 	}
 	if s := p.Filter(cycle(p, pod, nodes), nodes[0]); !s.IsSuccess() {
 		t.Fatalf("a-1: %+v", s)
@@ -185,14 +164,13 @@ func TestFilterExcludesThePodItself(t *testing.T) {
 
 func TestFilterHonoursNodeSelector(t *testing.T) {
 	p := mustParse(t, "")
-	pod := mkPod("default", "web-3", "app", "web")
-	pod.NodeSelector = kv("disk", "ssd")
+	pod := appPod("default", "web-3", "web").NodeSelector(map[string]string{"disk": "ssd"}).Obj()
 	// Zone c has no ssd node, so it can never receive the pod and must not
 	// hold the minimum at 0 (which would block a and b for ever).
 	nodes := []*guest.NodeInfo{
-		mkNode("a-1", "a", []string{"disk", "ssd"}, placed("default", "web-1", "app", "web")),
-		mkNode("b-1", "b", []string{"disk", "ssd"}, placed("default", "web-2", "app", "web")),
-		mkNode("c-1", "c", []string{"disk", "hdd"}),
+		zoneNode("a-1", "a", appPod("default", "web-1", "web").Placed()).Label("disk", "ssd").Obj(),
+		zoneNode("b-1", "b", appPod("default", "web-2", "web").Placed()).Label("disk", "ssd").Obj(),
+		zoneNode("c-1", "c").Label("disk", "hdd").Obj(),
 	}
 	c := cycle(p, pod, nodes)
 	if got := c.State.(*cycleState).spread.zones; !slices.Equal(got, []string{"a", "b"}) {
@@ -207,50 +185,52 @@ func TestFilterHonoursNodeSelector(t *testing.T) {
 
 func TestFilterSeesTheNodeItIsGiven(t *testing.T) {
 	p := mustParse(t, "")
-	pod := mkPod("default", "web-9", "app", "web")
+	pod := appPod("default", "web-9", "web").Obj()
 	nodes := []*guest.NodeInfo{
-		mkNode("a-1", "a", nil, placed("default", "web-1", "app", "web"), placed("default", "web-2", "app", "web")),
-		mkNode("b-1", "b", nil, placed("default", "web-3", "app", "web")),
+		zoneNode("a-1", "a", appPod("default", "web-1", "web").Placed(), appPod("default", "web-2", "web").Placed()).Obj(),
+		zoneNode("b-1", "b", appPod("default", "web-3", "web").Placed()).Obj(),
 	}
 	c := cycle(p, pod, nodes)
 	want := guest.Reject("zone: placing app=web in zone a would make skew 2 > maxSkew 1 (a=2, b=1)")
-	if s := p.Filter(c, nodes[0]); !equalStatus(s, want) {
-		t.Fatalf("a-1: %+v, want %+v", s, want)
+	if !guesttest.CheckStatus(t, p.Filter(c, nodes[0]), want) {
+		t.Fatal("a-1")
 	}
-	// Preemption evaluates a-1 with web-2 removed as a victim.
-	victimGone := mkNode("a-1", "a", nil, placed("default", "web-1", "app", "web"))
-	if s := p.Filter(c, victimGone); !equalStatus(s, want) {
-		t.Fatalf("a-1 without web-2, same generation: %+v, want the cycle's verdict %+v", s, want)
+	// Preemption evaluates a-1 with web-2 removed as a victim: at the same
+	// generation the cycle's verdict stands; at a new one (the copy the
+	// scheduler hands out) the node is judged as it is.
+	victimGone := zoneNode("a-1", "a", appPod("default", "web-1", "web").Placed())
+	if !guesttest.CheckStatus(t, p.Filter(c, victimGone.Obj()), want) {
+		t.Fatal("a-1 without web-2, same generation: want the cycle's verdict")
 	}
-	if s := p.Filter(c, changed(victimGone)); !s.IsSuccess() {
+	if s := p.Filter(c, victimGone.Generation(2).Obj()); !s.IsSuccess() {
 		t.Fatalf("a-1 without web-2: %+v", s)
 	}
 
 	// The scheduler evaluates a node with a nominated pod added.
 	nodes = []*guest.NodeInfo{
-		mkNode("a-1", "a", nil),
-		mkNode("b-1", "b", nil),
-		mkNode("c-1", "c", nil, placed("default", "web-1", "app", "web")),
+		zoneNode("a-1", "a").Obj(),
+		zoneNode("b-1", "b").Obj(),
+		zoneNode("c-1", "c", appPod("default", "web-1", "web").Placed()).Obj(),
 	}
 	c = cycle(p, pod, nodes)
 	if s := p.Filter(c, nodes[1]); !s.IsSuccess() {
 		t.Fatalf("b-1: %+v", s)
 	}
-	withNominated := changed(mkNode("b-1", "b", nil, placed("default", "web-2", "app", "web")))
+	withNominated := zoneNode("b-1", "b", appPod("default", "web-2", "web").Placed()).Generation(2).Obj()
 	want = guest.Reject("zone: placing app=web in zone b would make skew 2 > maxSkew 1 (a=0, b=1, c=1)")
-	if s := p.Filter(c, withNominated); !equalStatus(s, want) {
-		t.Fatalf("b-1 with a nominated pod: %+v, want %+v", s, want)
+	if !guesttest.CheckStatus(t, p.Filter(c, withNominated), want) {
+		t.Fatal("b-1 with a nominated pod")
 	}
 }
 
 func TestScore(t *testing.T) {
 	p := mustParse(t, `{"deniedZones": ["d"]}`)
 	nodes := []*guest.NodeInfo{
-		mkNode("a-1", "a", nil, placed("default", "w1", "app", "web"), placed("default", "w2", "app", "web")),
-		mkNode("b-1", "b", nil, placed("default", "w3", "app", "web")),
-		mkNode("b-2", "b", nil),
-		mkNode("c-1", "c", nil),
-		mkNode("edge-1", "", nil),
+		zoneNode("a-1", "a", appPod("default", "w1", "web").Placed(), appPod("default", "w2", "web").Placed()).Obj(),
+		zoneNode("b-1", "b", appPod("default", "w3", "web").Placed()).Obj(),
+		zoneNode("b-2", "b").Obj(),
+		zoneNode("c-1", "c").Obj(),
+		zoneNode("edge-1", "").Obj(),
 	}
 	scoreAll := func(pod *guest.Pod) []int64 {
 		t.Helper()
@@ -272,26 +252,26 @@ func TestScore(t *testing.T) {
 		}
 		return out
 	}
-	if got, want := scoreAll(mkPod("default", "w4", "app", "web")), []int64{0, 50, 50, 100, 0}; !slices.Equal(got, want) {
+	if got, want := scoreAll(appPod("default", "w4", "web").Obj()), []int64{0, 50, 50, 100, 0}; !slices.Equal(got, want) {
 		t.Errorf("grouped pod: scores %v, want %v", got, want)
 	}
-	if got, want := scoreAll(mkPod("default", "db", "app", "db")), []int64{100, 100, 100, 100, 0}; !slices.Equal(got, want) {
+	if got, want := scoreAll(appPod("default", "db", "db").Obj()), []int64{100, 100, 100, 100, 0}; !slices.Equal(got, want) {
 		t.Errorf("first pod of its group: scores %v, want %v", got, want)
 	}
-	if got, want := scoreAll(mkPod("default", "tool")), []int64{0, 0, 0, 0, 0}; !slices.Equal(got, want) {
+	if got, want := scoreAll(appPod("default", "tool", "").Obj()), []int64{0, 0, 0, 0, 0}; !slices.Equal(got, want) {
 		t.Errorf("ungrouped pod: scores %v, want %v", got, want)
 	}
 }
 
 func TestWithoutPreFilterState(t *testing.T) {
 	p := mustParse(t, "")
-	c := &guest.Cycle{Pod: mkPod("default", "web", "app", "web")}
-	s := p.Filter(c, mkNode("a-1", "a", nil))
+	c := &guest.Cycle{Pod: appPod("default", "web", "web").Obj()}
+	s := p.Filter(c, zoneNode("a-1", "a").Obj())
 	if s.Code != guest.Error || !strings.HasPrefix(s.Reasons[0], "zone: ") {
 		t.Fatalf("Filter without state: %+v", s)
 	}
 	// Node rules need no state: a zoneless node still passes.
-	if s := p.Filter(c, mkNode("edge-1", "", nil)); !s.IsSuccess() {
+	if s := p.Filter(c, zoneNode("edge-1", "").Obj()); !s.IsSuccess() {
 		t.Fatalf("edge-1: %+v", s)
 	}
 }

@@ -1,8 +1,4 @@
-// Package evalcheck holds the checks the examples' tests share, run through
-// host/eval on every toolchain's build of a policy. It is not part of
-// internal/testwasm because host/policy's own tests import testwasm, and
-// host/eval imports host/policy.
-package evalcheck
+package hosttest
 
 import (
 	"context"
