@@ -42,7 +42,10 @@ func TestSandboxStateUnreachable(t *testing.T) {
 // own ceiling allows.
 func TestSandboxBoundsTheStack(t *testing.T) {
 	for _, limit := range []uint64{engine.MinMemoryLimit, engine.DefaultMemoryLimit} {
-		in := start(t, "filter_stack", engine.Config{Name: "filter_stack", MemoryLimit: limit})
+		// A deadline far off: recursing through 16 MiB of stack takes
+		// longer than the default 200ms under -race on a busy machine,
+		// and this test is about the stack limit.
+		in := start(t, "filter_stack", engine.Config{Name: "filter_stack", MemoryLimit: limit, CallTimeout: 20 * time.Second})
 		var err error
 		alloc := allocated(func() { _, _, err = in.Filter(0) })
 		want := "stack overflow: the call stack went past its limit of " + strconv.FormatUint(min(max(limit/16, 256<<10), 64<<20)>>10, 10) + " KiB"
