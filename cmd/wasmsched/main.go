@@ -12,6 +12,7 @@ import (
 const usage = `wasmsched: run and manage WebAssembly scheduling policies
 
 Usage:
+  wasmsched new NAME [--module PATH] [--dir DIR] [--sdk CHECKOUT]
   wasmsched eval --policy P.wasm [--config settings.json] [--weight N] ... --pod pod.yaml --nodes nodes.yaml [--pods pods.yaml]
                  [--timeout 200ms] [--init-timeout 10s] [--memory-limit 256Mi] [-o table|json]
   wasmsched up [--demo [--exit]] [--policies DIR] [--config FILE] [--dir DIR]
@@ -36,6 +37,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	var err error
 	switch args[0] {
+	case "new":
+		err = runNew(args[1:], stdout, stderr)
 	case "eval":
 		err = runEval(args[1:], stdout, stderr)
 	case "up":
