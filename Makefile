@@ -16,14 +16,24 @@ DEEPCOPY_GEN  := k8s.io/code-generator/cmd/deepcopy-gen@$(shell $(GO) list -m -f
 TEST_TIMEOUT  ?= 30m
 RACE_PKGS     := ./host ./host/compose ./host/convert ./host/engine ./host/eval ./host/interrupt ./host/plugin ./host/policy ./host/pool
 
-.PHONY: all build build-scheduler examples generate generate-abi generate-deepcopy check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo examples-tinygo test-tinygo
+.PHONY: all build build-cli build-up build-scheduler examples generate generate-abi generate-deepcopy check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo examples-tinygo test-tinygo
 
 all: build examples
 
-## build: bin/wasmsched and bin/kube-scheduler
-build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/wasmsched ./cmd/wasmsched
+## build: bin/wasmsched (the policy author's CLI), bin/wasmsched-up (the
+## embedded cluster) and bin/kube-scheduler
+build: build-cli build-up
 	$(MAKE) --no-print-directory build-scheduler
+
+## build-cli: bin/wasmsched alone (eval, test, pack, push, status; no
+## control plane linked, so it builds in a fraction of the time)
+build-cli:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/wasmsched ./cmd/wasmsched
+
+## build-up: bin/wasmsched-up, etcd + kube-apiserver + the scheduler in one
+## process
+build-up:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/wasmsched-up ./cmd/wasmsched-up
 
 ## build-scheduler: bin/kube-scheduler alone (SCHEDULER_OUT overrides the path;
 ## SCHEDULER_FLAGS and SCHEDULER_LDFLAGS add build and link flags: the
@@ -35,9 +45,8 @@ build-scheduler:
 	$(GO) build $(SCHEDULER_FLAGS) -ldflags "$(LDFLAGS) $(SCHEDULER_LDFLAGS)" -o $(SCHEDULER_OUT) ./cmd/kube-scheduler
 
 ## run: embedded control plane + scheduler with the example policies, demo pods placed
-run: examples
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/wasmsched ./cmd/wasmsched
-	$(BIN)/wasmsched up --demo --policies $(BIN)/policies
+run: examples build-up
+	$(BIN)/wasmsched-up --demo --policies $(BIN)/policies
 
 ## examples: every examples/<name> to bin/policies/<name>.wasm
 examples: $(addprefix $(BIN)/policies/,$(addsuffix .wasm,$(EXAMPLES)))
