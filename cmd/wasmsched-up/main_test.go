@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
 // A bad command line is refused before anything starts, with one line or
@@ -27,3 +29,17 @@ func TestCommandLine(t *testing.T) {
 	}
 }
 
+// Every `wasmsched-up ...` the documentation shows (make run's, the
+// README's) is a command line this binary accepts.
+func TestDocumentedCommandLines(t *testing.T) {
+	shown := testwasm.DocCommands(t, "wasmsched-up")
+	for _, c := range shown {
+		var errb bytes.Buffer
+		if _, err := parseArgs(c.Args, &errb); err != nil {
+			t.Errorf("%s: wasmsched-up %s: %v %s", c.Where, strings.Join(c.Args, " "), err, errb.String())
+		}
+	}
+	if len(shown) < 2 {
+		t.Errorf("the documentation shows %d wasmsched-up command lines, want at least 2 (README.md's)", len(shown))
+	}
+}
