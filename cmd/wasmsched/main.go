@@ -19,11 +19,16 @@ import (
 const usage = `wasmsched: run and manage WebAssembly scheduling policies
 
 Usage:
-  wasmsched eval --policy P.wasm [--config settings.json] [--weight N] ... --pod pod.yaml --nodes nodes.yaml [--pods pods.yaml]
-                 [--timeout 200ms] [--init-timeout 10s] [--memory-limit 256Mi] [-o table|json]
-  wasmsched pack P.wasm [--name N] [--namespace NS] [-o yaml|json]
-  wasmsched push P.wasm [--name N] [--namespace NS] [--kubeconfig PATH]
-  wasmsched status [--kubeconfig PATH] [--namespace NS] [-o table|json]
+  Writing and checking a policy:
+    wasmsched eval --policy P.wasm [--config settings.json] [--weight N] ... --pod pod.yaml --nodes nodes.yaml [--pods pods.yaml]
+                   [--timeout 200ms] [--init-timeout 10s] [--memory-limit 256Mi] [-o table|json]
+    wasmsched test [-run REGEXP] [-v] [--policy NAME=P.wasm]... [DIR|FILE.yaml]...
+
+  Shipping it to a cluster:
+    wasmsched pack P.wasm [--name N] [--namespace NS] [-o yaml|json]
+    wasmsched push P.wasm [--name N] [--namespace NS] [--kubeconfig PATH]
+    wasmsched status [--kubeconfig PATH] [--namespace NS] [-o table|json]
+
   wasmsched version
 
 Run "wasmsched <command> -h" for a command's flags. The embedded cluster
@@ -49,6 +54,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "eval":
 		err = runEval(args[1:], stdout, stderr)
+	case "test":
+		err = runTest(args[1:], stdout, stderr)
 	case "up":
 		err = errUpMoved
 	case "pack":
@@ -68,6 +75,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		if err == errUsage {
 			return 2
+		}
+		if err == errTestsFailed {
+			return 1 // the output has said why
 		}
 		fmt.Fprintf(stderr, "wasmsched %s: %v\n", args[0], err)
 		return 1
