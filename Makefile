@@ -16,7 +16,7 @@ DEEPCOPY_GEN  := k8s.io/code-generator/cmd/deepcopy-gen@$(shell $(GO) list -m -f
 TEST_TIMEOUT  ?= 30m
 RACE_PKGS     := ./host ./host/compose ./host/convert ./host/engine ./host/eval ./host/interrupt ./host/plugin ./host/policy ./host/pool
 
-.PHONY: all build build-cli build-up build-scheduler examples generate generate-abi generate-deepcopy check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo examples-tinygo test-tinygo
+.PHONY: all build build-cli build-up build-scheduler examples test-scenarios generate generate-abi generate-deepcopy check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo examples-tinygo test-tinygo
 
 all: build examples
 
@@ -57,6 +57,12 @@ $(BIN)/policies/%.wasm: FORCE
 
 FORCE:
 
+## test-scenarios: every example's scenarios (examples/*/scenarios) run by
+## bin/wasmsched test on the modules `make examples` writes (make test runs
+## them too, on modules the test builds)
+test-scenarios: build-cli examples
+	$(BIN)/wasmsched test $(wildcard examples/*/scenarios)
+
 ## tinygo: the TinyGo toolchain in .bin/tinygo (Debian's LLVM 19 through
 ## apt-get when root, TinyGo built from tools/tinygo/go.mod); quick when present
 TINYGO       := $(TOOLS)/tinygo/bin/tinygo
@@ -77,14 +83,20 @@ $(BIN)/policies/%.tinygo.wasm: FORCE
 	$(TINYGO) build $(TINYGO_FLAGS) -o $@ ./examples/$*
 
 ## test-tinygo: the tests that run TinyGo builds (examples' wasm-level tests,
-## which compare both builds, and the end-to-end TinyGo scenarios), on the
-## modules `make examples-tinygo` wrote; a missing toolchain fails them
-test-tinygo: examples-tinygo
+## which compare both builds, the end-to-end TinyGo scenarios, and every
+## example's scenario files), on the modules `make examples-tinygo` wrote; a
+## missing toolchain fails them
+test-tinygo: examples-tinygo build-cli
 	WASMSCHED_REQUIRE_TINYGO=1 WASMSCHED_TINYGO_MODULES=$(BIN)/policies \
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestREADME$$' ./examples/...
 	WASMSCHED_REQUIRE_TINYGO=1 WASMSCHED_TINYGO_MODULES=$(BIN)/policies \
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestExample.*TinyGo$$' ./test/e2e/
 	WASMSCHED_REQUIRE_TINYGO=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestEvalStackOverflow$$' ./cmd/wasmsched/
+	@# Every example's scenarios on its TinyGo build.
+	@set -e; for e in $(EXAMPLES); do \
+	  echo "$(BIN)/wasmsched test --policy $$e=$(BIN)/policies/$$e.tinygo.wasm examples/$$e/scenarios"; \
+	  $(BIN)/wasmsched test --policy $$e=$(BIN)/policies/$$e.tinygo.wasm examples/$$e/scenarios; \
+	done
 
 ## protoc: make sure Debian's protoc and its well-known types are installed
 protoc:
