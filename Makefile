@@ -16,14 +16,24 @@ DEEPCOPY_GEN  := k8s.io/code-generator/cmd/deepcopy-gen@$(shell $(GO) list -m -f
 TEST_TIMEOUT  ?= 30m
 RACE_PKGS     := ./host ./host/compose ./host/convert ./host/engine ./host/eval ./host/interrupt ./host/plugin ./host/policy ./host/pool
 
-.PHONY: all build build-scheduler examples generate generate-abi generate-deepcopy check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo examples-tinygo test-tinygo
+.PHONY: all build build-cli build-up build-scheduler examples test-scenarios generate generate-abi generate-deepcopy check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo examples-tinygo test-tinygo
 
 all: build examples
 
-## build: bin/wasmsched and bin/kube-scheduler
-build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/wasmsched ./cmd/wasmsched
+## build: bin/wasmsched (the policy author's CLI), bin/wasmsched-up (the
+## embedded cluster) and bin/kube-scheduler
+build: build-cli build-up
 	$(MAKE) --no-print-directory build-scheduler
+
+## build-cli: bin/wasmsched alone (eval, test, pack, push, status; no
+## control plane linked, so it builds in a fraction of the time)
+build-cli:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/wasmsched ./cmd/wasmsched
+
+## build-up: bin/wasmsched-up, etcd + kube-apiserver + the scheduler in one
+## process
+build-up:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/wasmsched-up ./cmd/wasmsched-up
 
 ## build-scheduler: bin/kube-scheduler alone (SCHEDULER_OUT overrides the path;
 ## SCHEDULER_FLAGS and SCHEDULER_LDFLAGS add build and link flags: the
@@ -35,9 +45,8 @@ build-scheduler:
 	$(GO) build $(SCHEDULER_FLAGS) -ldflags "$(LDFLAGS) $(SCHEDULER_LDFLAGS)" -o $(SCHEDULER_OUT) ./cmd/kube-scheduler
 
 ## run: embedded control plane + scheduler with the example policies, demo pods placed
-run: examples
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/wasmsched ./cmd/wasmsched
-	$(BIN)/wasmsched up --demo --policies $(BIN)/policies
+run: examples build-up
+	$(BIN)/wasmsched-up --demo --policies $(BIN)/policies
 
 ## examples: every examples/<name> to bin/policies/<name>.wasm
 examples: $(addprefix $(BIN)/policies/,$(addsuffix .wasm,$(EXAMPLES)))
@@ -47,6 +56,12 @@ $(BIN)/policies/%.wasm: FORCE
 	$(GUEST_ENV) $(GO) build $(GUEST_FLAGS) -o $@ ./examples/$*
 
 FORCE:
+
+## test-scenarios: every example's scenarios (examples/*/scenarios) run by
+## bin/wasmsched test on the modules `make examples` writes (make test runs
+## them too, on modules the test builds)
+test-scenarios: build-cli examples
+	$(BIN)/wasmsched test $(wildcard examples/*/scenarios)
 
 ## tinygo: the TinyGo toolchain in .bin/tinygo (Debian's LLVM 19 through
 ## apt-get when root, TinyGo built from tools/tinygo/go.mod); quick when present
@@ -68,14 +83,20 @@ $(BIN)/policies/%.tinygo.wasm: FORCE
 	$(TINYGO) build $(TINYGO_FLAGS) -o $@ ./examples/$*
 
 ## test-tinygo: the tests that run TinyGo builds (examples' wasm-level tests,
-## which compare both builds, and the end-to-end TinyGo scenarios), on the
-## modules `make examples-tinygo` wrote; a missing toolchain fails them
-test-tinygo: examples-tinygo
+## which compare both builds, the end-to-end TinyGo scenarios, and every
+## example's scenario files), on the modules `make examples-tinygo` wrote; a
+## missing toolchain fails them
+test-tinygo: examples-tinygo build-cli
 	WASMSCHED_REQUIRE_TINYGO=1 WASMSCHED_TINYGO_MODULES=$(BIN)/policies \
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestREADME$$' ./examples/...
 	WASMSCHED_REQUIRE_TINYGO=1 WASMSCHED_TINYGO_MODULES=$(BIN)/policies \
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestExample.*TinyGo$$' ./test/e2e/
 	WASMSCHED_REQUIRE_TINYGO=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestEvalStackOverflow$$' ./cmd/wasmsched/
+	@# Every example's scenarios on its TinyGo build.
+	@set -e; for e in $(EXAMPLES); do \
+	  echo "$(BIN)/wasmsched test --policy $$e=$(BIN)/policies/$$e.tinygo.wasm examples/$$e/scenarios"; \
+	  $(BIN)/wasmsched test --policy $$e=$(BIN)/policies/$$e.tinygo.wasm examples/$$e/scenarios; \
+	done
 
 ## protoc: make sure Debian's protoc and its well-known types are installed
 protoc:

@@ -1,9 +1,16 @@
-// Command wasmsched is the policy author's and operator's tool: it evaluates
-// policies offline (eval) and, in later subcommands, runs an embedded
-// control plane and manages policy uploads.
+// Command wasmsched is the policy author's and operator's tool: it
+// evaluates policies offline (eval), runs scenario files against built
+// modules (test), and packs, uploads and inspects policies in a cluster
+// (pack, push, status).
+//
+// It must not link the control plane (internal/controlplane: etcd and
+// kube-apiserver), which would make it about 165 MB and minutes to build:
+// the embedded cluster is cmd/wasmsched-up, and TestNoControlPlane keeps it
+// out of this command's dependencies.
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,17 +19,26 @@ import (
 const usage = `wasmsched: run and manage WebAssembly scheduling policies
 
 Usage:
-  wasmsched new NAME [--module PATH] [--dir DIR] [--sdk CHECKOUT]
-  wasmsched eval --policy P.wasm [--config settings.json] [--weight N] ... --pod pod.yaml --nodes nodes.yaml [--pods pods.yaml]
-                 [--timeout 200ms] [--init-timeout 10s] [--memory-limit 256Mi] [-o table|json]
-  wasmsched up [--demo [--exit]] [--policies DIR] [--config FILE] [--dir DIR]
-  wasmsched pack P.wasm [--name N] [--namespace NS] [-o yaml|json]
-  wasmsched push P.wasm [--name N] [--namespace NS] [--kubeconfig PATH]
-  wasmsched status [--kubeconfig PATH] [--namespace NS] [-o table|json]
+  Writing and checking a policy:
+    wasmsched new NAME [--module PATH] [--dir DIR] [--sdk CHECKOUT]
+    wasmsched eval --policy P.wasm [--config settings.json] [--weight N] ... --pod pod.yaml --nodes nodes.yaml [--pods pods.yaml]
+                   [--timeout 200ms] [--init-timeout 10s] [--memory-limit 256Mi] [-o table|json]
+    wasmsched test [-run REGEXP] [-v] [--policy NAME=P.wasm]... [DIR|FILE.yaml]...
+
+  Shipping it to a cluster:
+    wasmsched pack P.wasm [--name N] [--namespace NS] [-o yaml|json]
+    wasmsched push P.wasm [--name N] [--namespace NS] [--kubeconfig PATH]
+    wasmsched status [--kubeconfig PATH] [--namespace NS] [-o table|json]
+
   wasmsched version
 
-Run "wasmsched <command> -h" for a command's flags.
+Run "wasmsched <command> -h" for a command's flags. The embedded cluster
+(etcd, kube-apiserver and the scheduler in one process) is a command of its
+own, wasmsched-up (make run).
 `
+
+// errUpMoved answers the command that moved out of this binary.
+var errUpMoved = errors.New("the embedded cluster is a command of its own: bin/wasmsched-up [--demo] (make run builds and starts it; go build ./cmd/wasmsched-up)")
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -41,8 +57,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runNew(args[1:], stdout, stderr)
 	case "eval":
 		err = runEval(args[1:], stdout, stderr)
+	case "test":
+		err = runTest(args[1:], stdout, stderr)
 	case "up":
-		err = runUp(args[1:], stdout, stderr)
+		err = errUpMoved
 	case "pack":
 		err = runPack(args[1:], stdout, stderr)
 	case "push":
@@ -60,6 +78,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		if err == errUsage {
 			return 2
+		}
+		if err == errTestsFailed {
+			return 1 // the output has said why
 		}
 		fmt.Fprintf(stderr, "wasmsched %s: %v\n", args[0], err)
 		return 1

@@ -19,7 +19,17 @@ import (
 
 // ReadNodes reads Nodes from a file of YAML or JSON documents, or a List.
 func ReadNodes(path string) ([]*v1.Node, error) {
-	docs, err := readObjects(path, "Node")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseNodes(path, data)
+}
+
+// ParseNodes reads Nodes from YAML or JSON documents, or a List, as
+// ReadNodes does from a file; path names them in errors.
+func ParseNodes(path string, data []byte) ([]*v1.Node, error) {
+	docs, err := parseObjects(path, data, "Node")
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +52,17 @@ func ReadNodes(path string) ([]*v1.Node, error) {
 // (a container's requests default to its limits), as the scheduler would
 // see them.
 func ReadPods(path string) ([]*v1.Pod, error) {
-	docs, err := readObjects(path, "Pod")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePods(path, data)
+}
+
+// ParsePods reads Pods from YAML or JSON documents, or a List, as ReadPods
+// does from a file; path names them in errors.
+func ParsePods(path string, data []byte) ([]*v1.Pod, error) {
+	docs, err := parseObjects(path, data, "Pod")
 	if err != nil {
 		return nil, err
 	}
@@ -84,13 +104,9 @@ type object struct {
 	raw   []byte
 }
 
-// readObjects splits a file into JSON objects of the wanted kind, unpacking
-// List documents.
-func readObjects(path, kind string) ([]object, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
+// parseObjects splits YAML or JSON documents into JSON objects of the
+// wanted kind, unpacking List documents.
+func parseObjects(path string, data []byte, kind string) ([]object, error) {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var out []object
 	for doc := 1; ; doc++ {

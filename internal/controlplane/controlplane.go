@@ -1,6 +1,6 @@
 // Package controlplane runs a real Kubernetes control plane inside the
 // current process: an embedded etcd, kube-apiserver and, on request,
-// kube-scheduler. It exists for `wasmsched up` and for end-to-end tests, so
+// kube-scheduler. It exists for `wasmsched-up` and for end-to-end tests, so
 // that neither needs a cluster, a container runtime or downloaded binaries.
 //
 // There are no kubelets and no controller manager: Nodes and Pods are plain

@@ -1,4 +1,4 @@
-// Package demo builds the small cluster that `wasmsched up --demo` shows:
+// Package demo builds the small cluster that `wasmsched-up --demo` shows:
 // nodes in three zones, some with NVIDIA GPUs labelled the way GPU Feature
 // Discovery labels them, and sample pods for the gpu, zone and gang example
 // policies, each with the outcome it is expected to have.

@@ -3,6 +3,7 @@ package testwasm
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,4 +96,144 @@ func CLI(tb testing.TB) string {
 		tb.Fatalf("build cmd/wasmsched: %v\n%s", err, out)
 	}
 	return cli
+}
+
+// DocCommand is a command line shown in the repository's documentation.
+type DocCommand struct {
+	// Where is the Markdown file, relative to the repository root, and the
+	// line: "README.md:22".
+	Where string
+	// Args are the words after the program, up to a comment, a pipe, a
+	// redirection or the next command.
+	Args []string
+}
+
+// shellFence is the info string of a fenced block of shell commands.
+var shellFence = regexp.MustCompile("^(sh|bash|shell|console)$")
+
+// DocCommands returns every command line that runs program (a name such as
+// "wasmsched" or "make") in the repository's Markdown files (README.md,
+// docs/, guest/, examples/..., outside hidden directories and bin/): in
+// shell blocks (```sh, bash, shell, console; a trailing backslash continues
+// a line) and in inline code, each command whose first word is program,
+// with or without a directory (bin/wasmsched, /tmp/wasmsched). A command
+// after ;, | or && counts too. Output, such as an error line quoted
+// inline (`wasmsched eval: policy ...`), is the caller's to tell apart.
+func DocCommands(tb testing.TB, program string) []DocCommand {
+	tb.Helper()
+	root := Root(tb)
+	var out []DocCommand
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "bin") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".md") {
+			return nil
+		}
+		text, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		for _, c := range codeLines(string(text)) {
+			for _, args := range commandsOf(c.text, program) {
+				out = append(out, DocCommand{Where: fmt.Sprintf("%s:%d", rel, c.line), Args: args})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
+// codeLine is a line of shell code, or an inline code span, of a Markdown
+// file, with its line number.
+type codeLine struct {
+	line int
+	text string
+}
+
+var inlineCode = regexp.MustCompile("`([^`]+)`")
+
+// codeLines returns the lines of shell blocks (continuations joined) and
+// the inline code spans of the other lines of a Markdown text.
+func codeLines(text string) []codeLine {
+	var out []codeLine
+	inFence, shell := false, false
+	var cont *codeLine
+	for i, line := range strings.Split(text, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "```") {
+			inFence = !inFence
+			shell = inFence && shellFence.MatchString(strings.TrimPrefix(trimmed, "```"))
+			cont = nil
+			continue
+		}
+		switch {
+		case inFence && shell:
+			if cont != nil {
+				cont.text += " " + strings.TrimSuffix(trimmed, "\\")
+			} else {
+				out = append(out, codeLine{i + 1, strings.TrimSuffix(trimmed, "\\")})
+				cont = &out[len(out)-1]
+			}
+			if !strings.HasSuffix(trimmed, "\\") {
+				cont = nil
+			}
+		case !inFence:
+			for _, m := range inlineCode.FindAllStringSubmatch(line, -1) {
+				out = append(out, codeLine{i + 1, m[1]})
+			}
+		}
+	}
+	return out
+}
+
+// commandsOf returns the arguments of each command of a shell line whose
+// first word is program, with or without a directory.
+func commandsOf(line, program string) [][]string {
+	var out [][]string
+	var words []string
+	for _, w := range strings.Fields(strings.TrimPrefix(line, "$ ")) {
+		if w != ";" && strings.HasSuffix(w, ";") {
+			words = append(words, strings.TrimSuffix(w, ";"), ";")
+			continue
+		}
+		words = append(words, w)
+	}
+	start := true
+	for i := 0; i < len(words); i++ {
+		w := words[i]
+		if strings.HasPrefix(w, "#") {
+			break
+		}
+		if w == ";" || w == "|" || w == "&&" || w == "||" {
+			start = true
+			continue
+		}
+		if !start {
+			continue
+		}
+		start = false
+		if w != program && !strings.HasSuffix(w, "/"+program) {
+			continue
+		}
+		var args []string
+		for _, a := range words[i+1:] {
+			if a == ";" || a == "|" || a == "&&" || a == "||" || strings.HasPrefix(a, "#") || strings.HasPrefix(a, ">") || strings.HasPrefix(a, "<") {
+				break
+			}
+			args = append(args, a)
+		}
+		out = append(out, args)
+	}
+	return out
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
-// The demo of `make run` (wasmsched up --demo) ends as expected: gpu, zone
+// The demo of `make run` (wasmsched-up --demo) ends as expected: gpu, zone
 // and gang place and hold pods as designed.
 func TestDemo(t *testing.T) {
 	dir := t.TempDir()

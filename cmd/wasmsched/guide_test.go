@@ -1,0 +1,74 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/wasmsched/wasmsched/internal/testwasm"
+)
+
+// The author's guide shows `wasmsched test` as it is: each shell block of
+// guest/README.md that runs `bin/wasmsched test` is run, in a directory
+// laid out as after `make build-cli examples`, and prints the text block
+// that follows it (times aside); the scenario file it shows is nodepin's.
+func TestGuideScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/wasmsched")
+	}
+	root := testwasm.Root(t)
+	guide, err := os.ReadFile(filepath.Join(root, "guest", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const shown = "examples/nodepin/scenarios/nodepin.yaml"
+	m := regexp.MustCompile("(?s)`" + regexp.QuoteMeta(shown) + "`:\n\n```yaml\n(.*?)```").FindSubmatch(guide)
+	if m == nil {
+		t.Fatalf("guest/README.md shows no %s", shown)
+	}
+	if file, err := os.ReadFile(filepath.Join(root, shown)); err != nil || string(file) != string(m[1]) {
+		t.Errorf("guest/README.md shows\n%s\nwhich is not %s (%v)", m[1], shown, err)
+	}
+
+	work := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(work, "bin", "policies"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{
+		"bin/wasmsched":             testwasm.CLI(t),
+		"bin/policies/nodepin.wasm": testwasm.Path(t, "examples/nodepin"),
+		"examples":                  filepath.Join(root, "examples"),
+	} {
+		if err := os.Symlink(target, filepath.Join(work, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tmp := t.TempDir()
+	normalize := func(s string) string {
+		return elapsed.ReplaceAllString(strings.ReplaceAll(s, tmp+"/", "/tmp/"), "(X)")
+	}
+	fences := regexp.MustCompile("(?s)```(\\w*)\n(.*?)```").FindAllStringSubmatch(string(guide), -1)
+	ran := 0
+	for i, f := range fences {
+		if f[1] != "sh" || !strings.Contains(f[2], "bin/wasmsched test") {
+			continue
+		}
+		if i+1 == len(fences) || fences[i+1][1] != "text" {
+			t.Errorf("the block running %q is not followed by a text block with its output", f[2])
+			continue
+		}
+		cmd := exec.Command("sh", "-c", strings.ReplaceAll(f[2], "/tmp/", tmp+"/"))
+		cmd.Dir = work
+		out, _ := cmd.CombinedOutput() // a failing scenario is part of the show
+		if got, want := normalize(string(out)), normalize(fences[i+1][2]); got != want {
+			t.Errorf("%s\noutput:\n%s\nguest/README.md shows:\n%s", f[2], got, want)
+		}
+		ran++
+	}
+	if ran < 2 {
+		t.Errorf("ran %d blocks with bin/wasmsched test, want 2", ran)
+	}
+}
