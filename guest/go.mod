@@ -1,0 +1,7 @@
+module github.com/wasmsched/wasmsched/guest
+
+go 1.24
+
+require github.com/wasmsched/wasmsched/abi v0.1.0
+
+require google.golang.org/protobuf v1.36.12 // indirect
