@@ -28,18 +28,8 @@ type settings struct {
 	Resource string `json:"resource"`
 }
 
-// parseSettings decodes the operator's JSON over the defaults and
-// validates the result.
-func parseSettings(raw []byte) (settings, error) {
-	s := settings{Resource: "nvidia.com/gpu"}
-	if err := guest.ParseSettings(raw, &s); err != nil {
-		return s, err
-	}
-	if s.Resource == "" {
-		return s, errors.New(`settings: "resource" must not be empty`)
-	}
-	return s, nil
-}
+// defaultSettings are the settings of an operator who gives none.
+func defaultSettings() settings { return settings{Resource: "nvidia.com/gpu"} }
 
 // guard is the policy, built once from valid settings.
 type guard struct {
@@ -48,11 +38,15 @@ type guard struct {
 	rejected guest.Status
 }
 
-func newGuard(s settings) *guard {
+// newGuard validates the settings and builds the policy.
+func newGuard(s settings) (*guard, error) {
+	if s.Resource == "" {
+		return nil, errors.New(`settings: "resource" must not be empty`)
+	}
 	return &guard{
 		resource: s.Resource,
 		rejected: guest.RejectUnresolvable("gpuguard: node has %s and the pod requests none", s.Resource),
-	}
+	}, nil
 }
 
 // filter rejects a node that has the resource for a pod that requests none
@@ -68,35 +62,36 @@ func (g *guard) filter(c *guest.Cycle, n *guest.NodeInfo) guest.Status {
 // built from abiv1 messages, as the host would send them, and the policy's
 // functions are called directly, without WebAssembly.
 func Example() {
-	s, err := parseSettings(nil) // no settings: the defaults
+	g, err := guest.Load(nil, defaultSettings(), newGuard) // no settings: the defaults
 	if err != nil {
 		panic(err)
 	}
-	g := newGuard(s)
 
-	cpuNode := &guest.NodeInfo{NodeInfo: &abiv1.NodeInfo{Node: &abiv1.Node{
+	cpuNode := guest.NewNodeInfo(&abiv1.NodeInfo{Node: &abiv1.Node{
 		Name:        "cpu-1",
 		Allocatable: &abiv1.Resources{MilliCpu: 8000, Memory: 32 << 30, Pods: 110},
-	}}}
-	gpuNode := &guest.NodeInfo{NodeInfo: &abiv1.NodeInfo{Node: &abiv1.Node{
+	}})
+	gpuNode := guest.NewNodeInfo(&abiv1.NodeInfo{Node: &abiv1.Node{
 		Name: "gpu-1",
 		Allocatable: &abiv1.Resources{MilliCpu: 8000, Memory: 32 << 30, Pods: 110,
 			Scalars: []*abiv1.Scalar{{Name: "nvidia.com/gpu", Value: 4}}},
-	}}}
-	web := &guest.Cycle{Pod: &guest.Pod{Pod: &abiv1.Pod{
+	}})
+	nodes := []*guest.NodeInfo{cpuNode, gpuNode}
+	web := guest.NewCycle(guest.NewPod(&abiv1.Pod{
 		Name: "web", Namespace: "shop",
 		Requests: &abiv1.Resources{MilliCpu: 500, Memory: 256 << 20},
-	}}}
-	train := &guest.Cycle{Pod: &guest.Pod{Pod: &abiv1.Pod{
+	}), nodes)
+	train := guest.NewCycle(guest.NewPod(&abiv1.Pod{
 		Name: "train", Namespace: "ml",
 		Requests: &abiv1.Resources{MilliCpu: 4000, Scalars: []*abiv1.Scalar{{Name: "nvidia.com/gpu", Value: 1}}},
-	}}}
+	}), nodes)
 
 	for _, c := range []*guest.Cycle{web, train} {
-		for _, n := range []*guest.NodeInfo{cpuNode, gpuNode} {
+		c.EachNode(func(n *guest.NodeInfo) bool {
 			st := g.filter(c, n)
 			fmt.Printf("%s on %s: %v %q\n", c.Pod.Key(), n.Name(), st.Code, st.Reasons)
-		}
+			return true
+		})
 	}
 	// Output:
 	// shop/web on cpu-1: Success []
@@ -118,12 +113,12 @@ func Example_settings() {
 		if label == "" {
 			label = "(none)"
 		}
-		s, err := parseSettings([]byte(raw))
+		g, err := guest.Load([]byte(raw), defaultSettings(), newGuard)
 		if err != nil {
 			fmt.Printf("%-30s rejected: %v\n", label, err)
 			continue
 		}
-		fmt.Printf("%-30s resource %s\n", label, s.Resource)
+		fmt.Printf("%-30s resource %s\n", label, g.resource)
 	}
 	// Output:
 	// (none)                         resource nvidia.com/gpu
@@ -208,6 +203,6 @@ func TestREADMEPolicyIsTested(t *testing.T) {
 		}
 	}
 	if len(checked) != 5 {
-		t.Errorf("checked %v, want settings, parseSettings, guard, newGuard and guard.filter", checked)
+		t.Errorf("checked %v, want settings, defaultSettings, guard, newGuard and guard.filter", checked)
 	}
 }

@@ -84,7 +84,7 @@ func Membership(pod *guest.Pod) (*Gang, error) {
 	if !ok || n < 1 {
 		return nil, errors.New("gang: annotation " + AnnotationMinAvailable + " is " + strconv.Quote(v) + ", want a positive integer")
 	}
-	return &Gang{Namespace: pod.GetNamespace(), Name: name, MinAvailable: n}, nil
+	return &Gang{Namespace: pod.Namespace(), Name: name, MinAvailable: n}, nil
 }
 
 // has reports whether a pod with that namespace and labels is a member.
@@ -110,11 +110,11 @@ type roll struct {
 // node as an assumed pod, and the host may or may not list the pod being
 // scheduled among the waiting: UIDs make every member count once.
 func (g *Gang) call(pod *guest.Pod, waiting []guest.WaitingPod, nodes iter.Seq[*guest.NodeInfo]) roll {
-	self := pod.GetUid()
+	self := pod.UID()
 	r := roll{ready: map[string]bool{self: true}}
 	for _, w := range waiting {
-		uid := w.GetUid()
-		if !g.has(w.GetNamespace(), w.GetLabels()) || r.ready[uid] {
+		uid := w.UID()
+		if !g.has(w.Namespace(), w.Labels()) || r.ready[uid] {
 			continue
 		}
 		r.ready[uid] = true

@@ -119,7 +119,7 @@ func (p *Policy) prepare(pod *guest.Pod, nodes iter.Seq[*guest.NodeInfo]) *cycle
 		}
 		c := p.members(pod, group, n)
 		sp.counts[z] += c
-		sp.byNode[n.Name()] = share{generation: n.GetGeneration(), count: c}
+		sp.byNode[n.Name()] = share{generation: n.Generation(), count: c}
 	}
 	slices.Sort(sp.zones)
 	return &cycleState{spread: sp}
@@ -130,7 +130,7 @@ func (p *Policy) prepare(pod *guest.Pod, nodes iter.Seq[*guest.NodeInfo]) *cycle
 func (p *Policy) members(pod *guest.Pod, group string, n *guest.NodeInfo) int {
 	c := 0
 	for _, s := range n.Pods() {
-		if s.GetNamespace() != pod.GetNamespace() || s.GetUid() == pod.GetUid() {
+		if s.GetNamespace() != pod.Namespace() || s.GetUid() == pod.UID() {
 			continue
 		}
 		if v, ok := guest.Lookup(s.GetLabels(), p.groupLabel); ok && v == group {
@@ -146,7 +146,7 @@ func (p *Policy) members(pod *guest.Pod, group string, n *guest.NodeInfo) int {
 // PreFilter counted; only then are n's pods counted again.
 func (p *Policy) countsFor(pod *guest.Pod, sp *spread, n *guest.NodeInfo) map[string]int {
 	before, ok := sp.byNode[n.Name()]
-	if !ok || before.generation == n.GetGeneration() {
+	if !ok || before.generation == n.Generation() {
 		return sp.counts
 	}
 	now := p.members(pod, sp.group, n)

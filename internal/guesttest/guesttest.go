@@ -93,7 +93,7 @@ func (p *PodWrapper) Req(requests map[string]int64) *PodWrapper {
 
 // Obj returns the pod as the host sends the pod being scheduled.
 func (p *PodWrapper) Obj() *guest.Pod {
-	return &guest.Pod{Pod: &abiv1.Pod{
+	return guest.NewPod(&abiv1.Pod{
 		Name:         p.name,
 		Namespace:    p.namespace,
 		Uid:          p.uid,
@@ -101,7 +101,7 @@ func (p *PodWrapper) Obj() *guest.Pod {
 		Annotations:  KeyValues(p.annotations),
 		NodeSelector: KeyValues(p.nodeSelector),
 		Requests:     Resources(p.requests),
-	}}
+	})
 }
 
 // Placed returns the pod as the host lists it among a node's pods
@@ -118,16 +118,16 @@ func (p *PodWrapper) Placed() *abiv1.PodSummary {
 
 // Waiting returns the pod as the host passes it to Permit and Unreserve:
 // waiting at Permit, assumed on node. The host-side calls take the message
-// itself, Waiting(node).WaitingPod.
+// itself, Waiting(node).Message().
 func (p *PodWrapper) Waiting(node string) guest.WaitingPod {
-	return guest.WaitingPod{WaitingPod: &abiv1.WaitingPod{
+	return guest.NewWaitingPod(&abiv1.WaitingPod{
 		Name:        p.name,
 		Namespace:   p.namespace,
 		Uid:         p.uid,
 		Labels:      KeyValues(p.labels),
 		Annotations: KeyValues(p.annotations),
 		NodeName:    node,
-	}}
+	})
 }
 
 // NodeWrapper describes a node and what the scheduler knows of it. Its
@@ -191,7 +191,7 @@ func (n *NodeWrapper) Generation(g int64) *NodeWrapper { n.generation = g; retur
 
 // Obj returns the node as the host sends it.
 func (n *NodeWrapper) Obj() *guest.NodeInfo {
-	return &guest.NodeInfo{NodeInfo: &abiv1.NodeInfo{
+	return guest.NewNodeInfo(&abiv1.NodeInfo{
 		Generation: n.generation,
 		Node: &abiv1.Node{
 			Name:        n.name,
@@ -201,7 +201,7 @@ func (n *NodeWrapper) Obj() *guest.NodeInfo {
 		Requested: Resources(n.requested),
 		PodCount:  int32(len(n.pods)),
 		Pods:      slices.Clone(n.pods),
-	}}
+	})
 }
 
 // KeyValues returns m as the host sends labels, annotations and selectors:
