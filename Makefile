@@ -182,12 +182,12 @@ bench-host:
 	$(GO) test -run '^$$' -bench . -benchmem ./host/
 
 ## sdk-proxy: serve this checkout's SDK modules (abi, guest) at the versions
-## go.mod requires from a module proxy in bin/sdk, and print the shell
-## exports that build a module outside the workspace against it (guest/ or
-## abi/ alone, an author's module): eval "$$(make -s sdk-proxy)"; see
-## guest/COMPATIBILITY.md
+## go.mod requires from a module proxy in .bin/sdk (outside ./... and git),
+## and print the shell exports that build a module outside the workspace
+## against it (guest/ or abi/ alone, an author's module):
+## eval "$$(make -s sdk-proxy)"; see guest/COMPATIBILITY.md
 sdk-proxy:
-	@$(GO) run ./internal/sdkmod/sdkproxy $(BIN)/sdk
+	@$(GO) run ./internal/sdkmod/sdkproxy $(TOOLS)/sdk
 
 clean:
 	rm -rf $(BIN) $(TOOLS)

@@ -256,8 +256,8 @@ func (n *NodeInfo) Capacity(name string) int64 {
 }
 
 // Requested returns the amount of a resource requested by the pods on the
-// node, assumed pods included. The scheduler does not count pods here:
-// Requested(ResourcePods) is 0; PodCount counts them.
+// node, assumed pods included. Requested(ResourcePods) is the number of
+// pods, so that Free(ResourcePods) is the room left.
 func (n *NodeInfo) Requested(name string) int64 {
 	_, req := n.amounts(name)
 	return req
