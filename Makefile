@@ -19,7 +19,7 @@ TEST_TIMEOUT  ?= 30m
 PKGS          := ./... ./abi/... ./guest/...
 RACE_PKGS     := ./host ./host/compose ./host/convert ./host/engine ./host/eval ./host/interrupt ./host/plugin ./host/policy ./host/pool
 
-.PHONY: all build build-scheduler examples generate generate-abi generate-deepcopy check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo examples-tinygo test-tinygo sdk-proxy
+.PHONY: all build build-scheduler examples generate generate-abi generate-deepcopy check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo examples-tinygo test-tinygo sdk-proxy sdk-tidy
 
 all: build examples
 
@@ -188,6 +188,15 @@ bench-host:
 ## eval "$$(make -s sdk-proxy)"; see guest/COMPATIBILITY.md
 sdk-proxy:
 	@$(GO) run ./internal/sdkmod/sdkproxy $(TOOLS)/sdk
+
+## sdk-tidy: go mod tidy in abi/ and guest/ on their own, through sdk-proxy;
+## after a change to abi/, this refreshes the hash of abi in guest/go.sum
+## (the hash of the abi/ that will be tagged)
+sdk-tidy:
+	@eval "$$($(GO) run ./internal/sdkmod/sdkproxy $(TOOLS)/sdk 2>/dev/null)" && \
+	  (cd abi && $(GO) mod tidy) && \
+	  sed -i '/^github.com\/wasmsched\/wasmsched\/abi /d' guest/go.sum && \
+	  (cd guest && $(GO) mod tidy)
 
 clean:
 	rm -rf $(BIN) $(TOOLS)
