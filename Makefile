@@ -14,9 +14,12 @@ PLUGIN_GEN    := github.com/knqyf263/go-plugin/cmd/protoc-gen-go-plugin@v0.9.0
 # modules go.mod pins (k8s.io/apimachinery's version).
 DEEPCOPY_GEN  := k8s.io/code-generator/cmd/deepcopy-gen@$(shell $(GO) list -m -f '{{.Version}}' k8s.io/apimachinery 2>/dev/null)
 TEST_TIMEOUT  ?= 30m
+# Every package of the workspace (go.work): ./... stops at the go.mod of
+# each SDK module, so they are named.
+PKGS          := ./... ./abi/... ./guest/...
 RACE_PKGS     := ./host ./host/compose ./host/convert ./host/engine ./host/eval ./host/interrupt ./host/plugin ./host/policy ./host/pool
 
-.PHONY: all build build-cli build-up build-scheduler examples test-scenarios generate generate-abi generate-deepcopy check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo examples-tinygo test-tinygo
+.PHONY: all build build-cli build-up build-scheduler examples test-scenarios generate generate-abi generate-deepcopy check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo examples-tinygo test-tinygo sdk-proxy sdk-tidy
 
 all: build examples
 
@@ -131,7 +134,7 @@ check-generate: generate
 	  git ls-files --others --exclude-standard -- $(GENERATED); echo "generated code is stale or new: run make generate and commit" >&2; exit 1; }
 
 vet:
-	$(GO) vet ./...
+	$(GO) vet $(PKGS)
 	$(GUEST_ENV) $(GO) vet ./guest/... ./examples/...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || { gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); echo "gofmt needed" >&2; exit 1; }
 
@@ -141,7 +144,7 @@ test: vet
 	@# test/e2e runs kube-scheduler built with -race (failover, load): compile
 	@# it here, so that its tests only link it, within their timeout.
 	$(GO) build -race -o /dev/null ./cmd/kube-scheduler
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 	@# The race detector on the host packages that run guests; host/source's
 	@# tests start a control plane, too costly to build with -race on 2 cores.
 	$(GO) test -count=1 -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
@@ -198,6 +201,23 @@ $(TOOLS)/etcd: go.mod
 bench-host:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime=1x ./host/ >/dev/null
 	$(GO) test -run '^$$' -bench . -benchmem ./host/
+
+## sdk-proxy: serve this checkout's SDK modules (abi, guest) at the versions
+## go.mod requires from a module proxy in .bin/sdk (outside ./... and git),
+## and print the shell exports that build a module outside the workspace
+## against it (guest/ or abi/ alone, an author's module):
+## eval "$$(make -s sdk-proxy)"; see guest/COMPATIBILITY.md
+sdk-proxy:
+	@$(GO) run ./internal/sdkmod/sdkproxy $(TOOLS)/sdk
+
+## sdk-tidy: go mod tidy in abi/ and guest/ on their own, through sdk-proxy;
+## after a change to abi/, this refreshes the hash of abi in guest/go.sum
+## (the hash of the abi/ that will be tagged)
+sdk-tidy:
+	@eval "$$($(GO) run ./internal/sdkmod/sdkproxy $(TOOLS)/sdk 2>/dev/null)" && \
+	  (cd abi && $(GO) mod tidy) && \
+	  sed -i '/^github.com\/wasmsched\/wasmsched\/abi /d' guest/go.sum && \
+	  (cd guest && $(GO) mod tidy)
 
 clean:
 	rm -rf $(BIN) $(TOOLS)

@@ -2,6 +2,26 @@ module github.com/wasmsched/wasmsched
 
 go 1.26
 
+// The SDK modules policy authors require (abi/ and guest/, each its own
+// module): built from this checkout, here and in go.work, so that the
+// scheduler and its tests always use the SDK beside them.
+replace (
+	github.com/wasmsched/wasmsched/abi => ./abi
+	github.com/wasmsched/wasmsched/guest => ./guest
+)
+
+// Old dependencies (etcd's go-grpc-middleware v1.3.0, old grpc releases in
+// the graph) require google.golang.org/genproto from before
+// google.golang.org/genproto/googleapis/{api,rpc} were split out of it.
+// Nothing here imports it, but in workspace mode (go.work) imports are
+// resolved against the whole module graph, where those versions would make
+// every googleapis import ambiguous. Excluded, the requirements are dropped.
+exclude (
+	google.golang.org/genproto v0.0.0-20180817151627-c66870c02cf8
+	google.golang.org/genproto v0.0.0-20190819201941-24fa4b261c55
+	google.golang.org/genproto v0.0.0-20200423170343-7949de9c1215
+)
+
 replace (
 	k8s.io/api => k8s.io/api v0.35.8
 	k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.35.8
@@ -38,11 +58,13 @@ replace (
 
 require (
 	github.com/tetratelabs/wazero v1.12.0
+	github.com/wasmsched/wasmsched/abi v0.1.0
+	github.com/wasmsched/wasmsched/guest v0.1.0
 	go.etcd.io/etcd/server/v3 v3.6.5
 	go.uber.org/zap v1.27.0
+	golang.org/x/mod v0.37.0
 	golang.org/x/sys v0.46.0
 	google.golang.org/grpc v1.72.2
-	google.golang.org/protobuf v1.36.12
 	k8s.io/api v0.35.8
 	k8s.io/apimachinery v0.35.8
 	k8s.io/apiserver v0.35.8
@@ -159,6 +181,7 @@ require (
 	golang.org/x/tools v0.47.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20250303144028-a0af3efb3deb // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20250528174236-200df99c418a // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/go-jose/go-jose.v2 v2.6.3 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect

@@ -14,6 +14,17 @@ type Cycle struct {
 
 	restricted bool
 	restrict   []string
+	// in holds the nodes EachNode and NodeByName read: the instance's
+	// resident snapshot, or for a cycle from NewCycle, its own.
+	in *instance
+}
+
+// NewCycle returns a cycle of pod over nodes, as a policy's native tests
+// need it: EachNode and NodeByName see exactly nodes, in their order. The
+// SDK makes the cycles of a running policy, over the nodes the instance
+// holds. ID is 0 and State nil.
+func NewCycle(pod *Pod, nodes []*NodeInfo) *Cycle {
+	return &Cycle{Pod: pod, in: &instance{nodes: nodes}}
 }
 
 // RestrictNodes narrows, from PreFilter, the nodes the scheduler evaluates
@@ -25,9 +36,13 @@ func (c *Cycle) RestrictNodes(names ...string) {
 
 // EachNode calls fn for every node resident in the instance, in handle
 // order, until fn returns false. The data is current for the cycle when the
-// policy sets Policy.WantsAllNodes.
+// policy sets Policy.WantsAllNodes. A Cycle built as a literal has no
+// nodes.
 func (c *Cycle) EachNode(fn func(n *NodeInfo) bool) {
-	for _, n := range inst.nodes {
+	if c.in == nil {
+		return
+	}
+	for _, n := range c.in.nodes {
 		if n != nil && !fn(n) {
 			return
 		}
@@ -37,7 +52,10 @@ func (c *Cycle) EachNode(fn func(n *NodeInfo) bool) {
 // NodeByName returns the resident node with that name, or nil. It scans the
 // snapshot: use it sparingly.
 func (c *Cycle) NodeByName(name string) *NodeInfo {
-	for _, n := range inst.nodes {
+	if c.in == nil {
+		return nil
+	}
+	for _, n := range c.in.nodes {
 		if n != nil && n.Name() == name {
 			return n
 		}

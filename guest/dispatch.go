@@ -210,7 +210,7 @@ func (in *instance) startCycle(n uint32) uint32 {
 		in.cycle = nil
 		return in.fail(Error, "CycleRequest without a pod")
 	}
-	c := &Cycle{ID: req.Cycle, Pod: &Pod{req.Pod}}
+	c := &Cycle{ID: req.Cycle, Pod: &Pod{msg: req.Pod}, in: in}
 	in.cycle = c
 	if in.policy.PreFilter == nil {
 		in.pending = nil
@@ -473,7 +473,7 @@ func (in *instance) call(point, n uint32) uint32 {
 func waitingPods(ms []*abiv1.WaitingPod) []WaitingPod {
 	out := make([]WaitingPod, len(ms))
 	for i, m := range ms {
-		out[i] = WaitingPod{m}
+		out[i] = WaitingPod{msg: m}
 	}
 	return out
 }

@@ -23,6 +23,15 @@
 // and nodes. It never uses reflection on the data path, so policies also build
 // with TinyGo.
 //
+// The views (Pod, NodeInfo, WaitingPod) are read through methods; each has
+// one accessor, Message, for the wire message underneath. Load builds a
+// policy from its settings in one call. Package guesttest gives native tests
+// the pods, nodes and cycles the host would send.
+//
+// This package is a module of its own, github.com/wasmsched/wasmsched/guest,
+// tagged guest/v0.x.y; COMPATIBILITY.md says what may change between
+// versions.
+//
 // Concurrency: a module instance is only ever called by one host goroutine at
 // a time; policy functions need no locking. State kept in package variables
 // lives as long as the instance, which the host may replace at any time

@@ -43,7 +43,7 @@ func fuzzPolicy() *Policy {
 				return Reject("fuzz: resources on %s in zone %s", n.Name(), n.Zone())
 			}
 			for _, ps := range n.Pods() {
-				if MatchSelector(&abiv1.LabelSelector{MatchLabels: p.GetLabels()}, ps.GetLabels()) {
+				if MatchSelector(&abiv1.LabelSelector{MatchLabels: p.Labels()}, ps.GetLabels()) {
 					return Reject("fuzz: pod %s/%s", ps.GetNamespace(), ps.GetName())
 				}
 			}
@@ -73,15 +73,15 @@ func fuzzPolicy() *Policy {
 		Unreserve: func(c *Cycle, n *NodeInfo, waiting []WaitingPod) []WaitingPodAction {
 			var out []WaitingPodAction
 			for _, w := range waiting {
-				out = append(out, WaitingPodAction{UID: w.GetUid(), Reason: "fuzz: " + w.GetNodeName()})
+				out = append(out, WaitingPodAction{UID: w.UID(), Reason: "fuzz: " + w.NodeName()})
 			}
 			return out
 		},
 		Permit: func(c *Cycle, n *NodeInfo, waiting []WaitingPod) PermitResult {
 			r := PermitResult{Status: Status{Code: Wait, Reasons: []string{"fuzz"}}, Timeout: time.Second}
 			for _, w := range waiting {
-				if v, ok := Lookup(w.GetLabels(), "gang"); ok && v == n.Name() {
-					r.Actions = append(r.Actions, WaitingPodAction{UID: w.GetUid(), Allow: true})
+				if v, ok := Lookup(w.Labels(), "gang"); ok && v == n.Name() {
+					r.Actions = append(r.Actions, WaitingPodAction{UID: w.UID(), Allow: true})
 				}
 			}
 			return r
@@ -223,9 +223,9 @@ func expectResult(t *testing.T, call string) {
 // is not specified.
 func checkIndex(t *testing.T, n *NodeInfo) {
 	t.Helper()
-	raw := &NodeInfo{NodeInfo: n.NodeInfo}
+	raw := &NodeInfo{msg: n.msg}
 	count := map[string]int{}
-	for _, r := range []*abiv1.Resources{n.GetNode().GetAllocatable(), n.GetRequested()} {
+	for _, r := range []*abiv1.Resources{n.msg.GetNode().GetAllocatable(), n.msg.GetRequested()} {
 		seen := map[string]bool{}
 		for _, s := range r.GetScalars() {
 			if !seen[s.GetName()] {
@@ -236,7 +236,7 @@ func checkIndex(t *testing.T, n *NodeInfo) {
 		}
 	}
 	names := []string{ResourceCPU, ResourceMemory, ResourceEphemeralStorage, ResourcePods, "absent.example/x", ""}
-	for _, r := range []*abiv1.Resources{n.GetNode().GetAllocatable(), n.GetRequested()} {
+	for _, r := range []*abiv1.Resources{n.msg.GetNode().GetAllocatable(), n.msg.GetRequested()} {
 		for _, s := range r.GetScalars() {
 			names = append(names, s.GetName())
 		}
@@ -256,7 +256,7 @@ func checkIndex(t *testing.T, n *NodeInfo) {
 		}
 	}
 	keys := map[string]int{}
-	for _, kv := range n.GetNode().GetLabels() {
+	for _, kv := range n.msg.GetNode().GetLabels() {
 		keys[kv.GetKey()]++
 	}
 	keys["absent.example/key"] += 0
@@ -350,8 +350,8 @@ func TestUsageUpdate(t *testing.T) {
 	}
 	n := inst.node(2)
 	checkIndex(t, n)
-	if n.GetGeneration() != 6 || n.GetPodCount() != 3 || n.Name() != "gpu-1" || n.Zone() != "eu-1a" {
-		t.Errorf("after the usage update: generation %d, pod count %d, name %q, zone %q", n.GetGeneration(), n.GetPodCount(), n.Name(), n.Zone())
+	if n.Generation() != 6 || n.PodCount() != 3 || n.Name() != "gpu-1" || n.Zone() != "eu-1a" {
+		t.Errorf("after the usage update: generation %d, pod count %d, name %q, zone %q", n.Generation(), n.PodCount(), n.Name(), n.Zone())
 	}
 	for _, c := range []struct {
 		name            string
@@ -368,8 +368,8 @@ func TestUsageUpdate(t *testing.T) {
 			t.Errorf("%s in the view held from before: allocatable %d, requested %d; want %d, %d", c.name, a, r, c.oldAlloc, c.oldRq)
 		}
 	}
-	if old.GetGeneration() != 5 {
-		t.Errorf("the view held from before changed generation to %d", old.GetGeneration())
+	if old.Generation() != 5 {
+		t.Errorf("the view held from before changed generation to %d", old.Generation())
 	}
 	code := sync(&abiv1.NodeSync{Usage: []*abiv1.NodeUsage{{Handle: 7, Generation: 1}}})
 	if code != uint32(Error) || len(inst.result.Reasons) != 1 || inst.result.Reasons[0] != "usage update for node handle 7, which was never synced" {

@@ -49,7 +49,7 @@ func (in *instance) intern(s string) string {
 
 // newNodeInfo wraps a synced node with its index.
 func (in *instance) newNodeInfo(ni *abiv1.NodeInfo) *NodeInfo {
-	n := &NodeInfo{NodeInfo: ni}
+	n := &NodeInfo{msg: ni}
 	x := &n.index
 	x.setAmounts(in, ni.GetNode().GetAllocatable(), ni.GetRequested())
 	if ls := ni.GetNode().GetLabels(); len(ls) > 0 {
@@ -68,16 +68,16 @@ func (in *instance) newNodeInfo(ni *abiv1.NodeInfo) *NodeInfo {
 // left as it was: a policy may still hold it.
 func (in *instance) withUsage(n *NodeInfo, u *abiv1.NodeUsage) *NodeInfo {
 	ni := &abiv1.NodeInfo{
-		Handle:     n.GetHandle(),
+		Handle:     n.msg.GetHandle(),
 		Generation: u.GetGeneration(),
-		Node:       n.GetNode(),
+		Node:       n.msg.GetNode(),
 		Requested:  u.GetRequested(),
 		PodCount:   u.GetPodCount(),
 	}
 	if ni.Requested == nil {
 		ni.Requested = &abiv1.Resources{}
 	}
-	m := &NodeInfo{NodeInfo: ni}
+	m := &NodeInfo{msg: ni}
 	if !n.index.built {
 		return m
 	}
@@ -151,7 +151,7 @@ func sortBy[T any](s []T, key func(T) string) {
 func (n *NodeInfo) amounts(name string) (alloc, req int64) {
 	x := &n.index
 	if !x.built {
-		return Quantity(n.GetNode().GetAllocatable(), name), Quantity(n.GetRequested(), name)
+		return Quantity(n.msg.GetNode().GetAllocatable(), name), Quantity(n.msg.GetRequested(), name)
 	}
 	switch name {
 	case ResourceCPU:
@@ -175,7 +175,7 @@ func (n *NodeInfo) amounts(name string) (alloc, req int64) {
 func (n *NodeInfo) label(key string) (string, bool) {
 	x := &n.index
 	if !x.built {
-		return Lookup(n.GetNode().GetLabels(), key)
+		return Lookup(n.msg.GetNode().GetLabels(), key)
 	}
 	ls := x.labels
 	lo, hi := 0, len(ls)

@@ -88,8 +88,43 @@ type WaitingPodAction struct {
 	Reason string
 }
 
-// WaitingPod is a pod parked at Permit.
-type WaitingPod struct{ *abiv1.WaitingPod }
+// WaitingPod is a pod parked at Permit, read through its methods; Message
+// gives the whole message. It is read-only. NewWaitingPod wraps a message in
+// tests.
+type WaitingPod struct{ msg *abiv1.WaitingPod }
+
+// NewWaitingPod wraps a waiting pod's message, as the host sends it, in a
+// view.
+func NewWaitingPod(m *abiv1.WaitingPod) WaitingPod { return WaitingPod{msg: m} }
+
+// Message returns the waiting pod's wire message (abi/v1). It is read-only.
+func (w WaitingPod) Message() *abiv1.WaitingPod { return w.msg }
+
+// Name returns the pod's name.
+func (w WaitingPod) Name() string { return w.msg.GetName() }
+
+// Namespace returns the pod's namespace.
+func (w WaitingPod) Namespace() string { return w.msg.GetNamespace() }
+
+// UID returns the pod's UID, which WaitingPodAction names.
+func (w WaitingPod) UID() string { return w.msg.GetUid() }
+
+// Key returns "namespace/name".
+func (w WaitingPod) Key() string { return w.msg.GetNamespace() + "/" + w.msg.GetName() }
+
+// Label returns the value of a label and whether it is set.
+func (w WaitingPod) Label(key string) (string, bool) { return Lookup(w.msg.GetLabels(), key) }
+
+// Labels returns the pod's labels, sorted by key (for MatchSelector).
+func (w WaitingPod) Labels() []*abiv1.KeyValue { return w.msg.GetLabels() }
+
+// Annotation returns the value of an annotation and whether it is set.
+func (w WaitingPod) Annotation(key string) (string, bool) {
+	return Lookup(w.msg.GetAnnotations(), key)
+}
+
+// NodeName returns the node the pod is reserved on while it waits.
+func (w WaitingPod) NodeName() string { return w.msg.GetNodeName() }
 
 // NodeScore is one node's score, for NormalizeScore.
 type NodeScore struct {

@@ -85,26 +85,73 @@ func Lookup(list []*abiv1.KeyValue, key string) (string, bool) {
 	return "", false
 }
 
-// Pod is the pod being scheduled. The embedded message gives every field;
-// the methods answer the common questions.
-type Pod struct{ *abiv1.Pod }
+// Pod is the pod being scheduled, read through its methods. Lists it
+// returns (labels, tolerations, ...) are the message's own: read them, never
+// modify them. Message gives the whole message, for fields without a method.
+//
+// The SDK makes the Pod of each cycle; NewPod wraps a message in tests.
+type Pod struct{ msg *abiv1.Pod }
+
+// NewPod wraps a pod message, as the host sends it, in a view. The view
+// reads m; m must not change afterwards.
+func NewPod(m *abiv1.Pod) *Pod { return &Pod{msg: m} }
+
+// Message returns the pod's wire message (abi/v1), for what the methods do
+// not cover. It is read-only, like the view.
+func (p *Pod) Message() *abiv1.Pod { return p.msg }
+
+// Name returns the pod's name.
+func (p *Pod) Name() string { return p.msg.GetName() }
+
+// Namespace returns the pod's namespace.
+func (p *Pod) Namespace() string { return p.msg.GetNamespace() }
+
+// UID returns the pod's UID, which WaitingPodAction names.
+func (p *Pod) UID() string { return p.msg.GetUid() }
 
 // Key returns "namespace/name".
-func (p *Pod) Key() string { return p.GetNamespace() + "/" + p.GetName() }
+func (p *Pod) Key() string { return p.msg.GetNamespace() + "/" + p.msg.GetName() }
 
 // Label returns the value of a label and whether it is set.
-func (p *Pod) Label(key string) (string, bool) { return Lookup(p.GetLabels(), key) }
+func (p *Pod) Label(key string) (string, bool) { return Lookup(p.msg.GetLabels(), key) }
+
+// Labels returns the pod's labels, sorted by key (for MatchSelector).
+func (p *Pod) Labels() []*abiv1.KeyValue { return p.msg.GetLabels() }
 
 // Annotation returns the value of an annotation and whether it is set.
-func (p *Pod) Annotation(key string) (string, bool) { return Lookup(p.GetAnnotations(), key) }
+func (p *Pod) Annotation(key string) (string, bool) { return Lookup(p.msg.GetAnnotations(), key) }
 
 // Request returns the pod's effective request of a resource (see Quantity
 // for units), computed as the scheduler computes it.
-func (p *Pod) Request(name string) int64 { return Quantity(p.GetRequests(), name) }
+func (p *Pod) Request(name string) int64 { return Quantity(p.msg.GetRequests(), name) }
+
+// Priority returns the pod's priority (0 when it has none).
+func (p *Pod) Priority() int32 { return p.msg.GetPriority() }
+
+// PriorityClassName returns the name of the pod's priority class.
+func (p *Pod) PriorityClassName() string { return p.msg.GetPriorityClassName() }
+
+// Owner returns the pod's controller (else its first owner), or nil.
+func (p *Pod) Owner() *abiv1.OwnerReference { return p.msg.GetOwner() }
+
+// NodeSelector returns the pod's nodeSelector, sorted by key. Use
+// NodeInfo.MatchesNodeSelector to evaluate it.
+func (p *Pod) NodeSelector() []*abiv1.KeyValue { return p.msg.GetNodeSelector() }
+
+// RequiredNodeAffinity returns the terms of the pod's required node
+// affinity (any one must match). Use NodeInfo.MatchesNodeSelector to
+// evaluate them.
+func (p *Pod) RequiredNodeAffinity() []*abiv1.NodeSelectorTerm {
+	return p.msg.GetRequiredNodeAffinity()
+}
+
+// Tolerations returns the pod's tolerations. An empty operator arrives as
+// "Equal".
+func (p *Pod) Tolerations() []*abiv1.Toleration { return p.msg.GetTolerations() }
 
 // Tolerates reports whether one of the pod's tolerations tolerates the taint.
 func (p *Pod) Tolerates(t *abiv1.Taint) bool {
-	for _, tol := range p.GetTolerations() {
+	for _, tol := range p.msg.GetTolerations() {
 		if Tolerates(tol, t) {
 			return true
 		}
@@ -149,23 +196,45 @@ func Tolerates(tol *abiv1.Toleration, t *abiv1.Taint) bool {
 
 // NodeInfo is a node as the scheduler knows it: the object, the resources
 // requested by the pods on it (assumed pods included), and, for policies
-// that set Policy.WantsPods, those pods. It is read-only: the methods of a
-// node the host sent read a copy of its resources and labels taken when it
-// arrived. A NodeInfo built by hand (in a test) is read directly.
+// that set Policy.WantsPods, those pods. It is read through its methods,
+// which read a flat copy of its resource amounts and labels taken when the
+// node arrived (see RATIONALE.md); Message gives the whole message, for
+// fields without a method. It is read-only.
+//
+// The SDK makes the NodeInfo of each node the host syncs; NewNodeInfo wraps
+// a message in tests.
 type NodeInfo struct {
-	*abiv1.NodeInfo
+	msg   *abiv1.NodeInfo
 	index nodeIndex
 }
 
+// NewNodeInfo wraps a node message, as the host sends it, in a view with
+// the same flat copy of its amounts and labels that a synced node gets.
+// The view reads m; m must not change afterwards.
+func NewNodeInfo(m *abiv1.NodeInfo) *NodeInfo { return (&instance{}).newNodeInfo(m) }
+
+// Message returns the node's wire message (abi/v1), for what the methods
+// do not cover. It is read-only, like the view: the methods do not see
+// changes made to it.
+func (n *NodeInfo) Message() *abiv1.NodeInfo { return n.msg }
+
 // Name returns the node's name.
-func (n *NodeInfo) Name() string { return n.GetNode().GetName() }
+func (n *NodeInfo) Name() string { return n.msg.GetNode().GetName() }
+
+// Generation returns the scheduler's generation of the node: it changes
+// with every change of the node or of its pods, so a policy may keep what
+// it computed for one generation of a node.
+func (n *NodeInfo) Generation() int64 { return n.msg.GetGeneration() }
 
 // Label returns the value of a node label and whether it is set.
 func (n *NodeInfo) Label(key string) (string, bool) { return n.label(key) }
 
+// Labels returns the node's labels, sorted by key (for MatchSelector).
+func (n *NodeInfo) Labels() []*abiv1.KeyValue { return n.msg.GetNode().GetLabels() }
+
 // Annotation returns the value of a node annotation and whether it is set.
 func (n *NodeInfo) Annotation(key string) (string, bool) {
-	return Lookup(n.GetNode().GetAnnotations(), key)
+	return Lookup(n.msg.GetNode().GetAnnotations(), key)
 }
 
 // Zone returns the node's topology.kubernetes.io/zone label, or "".
@@ -180,8 +249,15 @@ func (n *NodeInfo) Allocatable(name string) int64 {
 	return alloc
 }
 
+// Capacity returns the node's capacity of a resource (allocatable plus
+// what the node reserves for the system).
+func (n *NodeInfo) Capacity(name string) int64 {
+	return Quantity(n.msg.GetNode().GetCapacity(), name)
+}
+
 // Requested returns the amount of a resource requested by the pods on the
-// node, assumed pods included.
+// node, assumed pods included. Requested(ResourcePods) is the number of
+// pods, so that Free(ResourcePods) is the room left.
 func (n *NodeInfo) Requested(name string) int64 {
 	_, req := n.amounts(name)
 	return req
@@ -194,21 +270,40 @@ func (n *NodeInfo) Free(name string) int64 {
 	return alloc - req
 }
 
-// Taints returns the node's taints.
-func (n *NodeInfo) Taints() []*abiv1.Taint { return n.GetNode().GetTaints() }
+// PodCount returns the number of pods on the node, assumed pods included,
+// whether or not the policy sets Policy.WantsPods.
+func (n *NodeInfo) PodCount() int { return int(n.msg.GetPodCount()) }
 
-// Pods returns the pods on the node; empty unless Policy.WantsPods is set.
-func (n *NodeInfo) Pods() []*abiv1.PodSummary { return n.GetPods() }
+// Pods returns the pods on the node, sorted by namespace, name and UID;
+// empty unless Policy.WantsPods is set.
+func (n *NodeInfo) Pods() []*abiv1.PodSummary { return n.msg.GetPods() }
+
+// Taints returns the node's taints.
+func (n *NodeInfo) Taints() []*abiv1.Taint { return n.msg.GetNode().GetTaints() }
+
+// Unschedulable reports whether the node is cordoned (spec.unschedulable).
+func (n *NodeInfo) Unschedulable() bool { return n.msg.GetNode().GetUnschedulable() }
+
+// Condition returns the status of the node condition of that type
+// ("Ready": "True", "False" or "Unknown") and whether the node reports it.
+func (n *NodeInfo) Condition(typ string) (string, bool) {
+	for _, c := range n.msg.GetNode().GetConditions() {
+		if c.GetType() == typ {
+			return c.GetStatus(), true
+		}
+	}
+	return "", false
+}
 
 // MatchesNodeSelector reports whether the node satisfies the pod's
 // nodeSelector and required node affinity, as the NodeAffinity plugin does.
 func (n *NodeInfo) MatchesNodeSelector(p *Pod) bool {
-	for _, kv := range p.GetNodeSelector() {
+	for _, kv := range p.msg.GetNodeSelector() {
 		if lv, ok := n.label(kv.Key); !ok || lv != kv.Value {
 			return false
 		}
 	}
-	terms := p.GetRequiredNodeAffinity()
+	terms := p.msg.GetRequiredNodeAffinity()
 	if len(terms) == 0 {
 		return true
 	}
@@ -224,7 +319,7 @@ func (n *NodeInfo) matchesTerm(t *abiv1.NodeSelectorTerm) bool {
 	if len(t.GetMatchExpressions()) == 0 && len(t.GetMatchFields()) == 0 {
 		return false
 	}
-	labels := n.GetNode().GetLabels()
+	labels := n.msg.GetNode().GetLabels()
 	for _, r := range t.GetMatchExpressions() {
 		if !MatchRequirement(r, labels) {
 			return false

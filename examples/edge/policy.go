@@ -71,16 +71,6 @@ func New(s Settings) (*Policy, error) {
 	return p, nil
 }
 
-// Load builds the policy from the operator's raw JSON settings: defaults
-// first, then the given fields, unknown fields rejected.
-func Load(raw []byte) (*Policy, error) {
-	s := DefaultSettings()
-	if err := guest.ParseSettings(raw, &s); err != nil {
-		return nil, err
-	}
-	return New(s)
-}
-
 // isSpace reports whether the pod is a space workload. It is a binary
 // search over the pod's annotations and allocates nothing, so Filter and
 // Score call it directly rather than keep per-cycle state.

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/wasmsched/wasmsched/guest"
-	"github.com/wasmsched/wasmsched/internal/guesttest"
+	"github.com/wasmsched/wasmsched/guest/guesttest"
 )
 
 // These tests run the policy natively, on the messages the host would send
@@ -22,13 +22,10 @@ func nodeWith(labels map[string]string) *guest.NodeInfo {
 	return guesttest.MakeNode().Name("n").Labels(labels).Obj()
 }
 
+// mustLoad builds the policy from settings as the Settings hook does.
 func mustLoad(t *testing.T, raw string) *Policy {
 	t.Helper()
-	p, err := Load([]byte(raw))
-	if err != nil {
-		t.Fatalf("Load(%s): %v", raw, err)
-	}
-	return p
+	return guesttest.Load(t, raw, DefaultSettings(), New)
 }
 
 func TestLoad(t *testing.T) {
@@ -49,7 +46,7 @@ func TestLoad(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.raw, func(t *testing.T) {
-			p, err := Load([]byte(tt.raw))
+			p, err := guest.Load([]byte(tt.raw), DefaultSettings(), New)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("Load(%s) = %v, want an error containing %q", tt.raw, err, tt.wantErr)

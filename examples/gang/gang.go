@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"iter"
 	"strconv"
 	"time"
 
@@ -33,16 +32,6 @@ type Settings struct {
 
 // DefaultSettings returns the settings of an operator who configured nothing.
 func DefaultSettings() Settings { return Settings{TimeoutSeconds: 30} }
-
-// Parse decodes the operator's JSON settings over the defaults and validates
-// them. Empty settings mean the defaults; unknown fields are an error.
-func Parse(raw []byte) (*Policy, error) {
-	s := DefaultSettings()
-	if err := guest.ParseSettings(raw, &s); err != nil {
-		return nil, err
-	}
-	return New(s)
-}
 
 // Policy is the validated configuration. It holds no per-cycle data.
 type Policy struct {
@@ -84,7 +73,7 @@ func Membership(pod *guest.Pod) (*Gang, error) {
 	if !ok || n < 1 {
 		return nil, errors.New("gang: annotation " + AnnotationMinAvailable + " is " + strconv.Quote(v) + ", want a positive integer")
 	}
-	return &Gang{Namespace: pod.GetNamespace(), Name: name, MinAvailable: n}, nil
+	return &Gang{Namespace: pod.Namespace(), Name: name, MinAvailable: n}, nil
 }
 
 // has reports whether a pod with that namespace and labels is a member.
@@ -106,27 +95,29 @@ type roll struct {
 	waiting []string
 }
 
-// call takes the roll of g for pod. A pod waiting at Permit is also on its
-// node as an assumed pod, and the host may or may not list the pod being
+// call takes the roll of g for the pod of cycle c, over the waiting pods and
+// the pods on the nodes c.EachNode gives. A pod waiting at Permit is also on
+// its node as an assumed pod, and the host may or may not list the pod being
 // scheduled among the waiting: UIDs make every member count once.
-func (g *Gang) call(pod *guest.Pod, waiting []guest.WaitingPod, nodes iter.Seq[*guest.NodeInfo]) roll {
-	self := pod.GetUid()
+func (g *Gang) call(c *guest.Cycle, waiting []guest.WaitingPod) roll {
+	self := c.Pod.UID()
 	r := roll{ready: map[string]bool{self: true}}
 	for _, w := range waiting {
-		uid := w.GetUid()
-		if !g.has(w.GetNamespace(), w.GetLabels()) || r.ready[uid] {
+		uid := w.UID()
+		if !g.has(w.Namespace(), w.Labels()) || r.ready[uid] {
 			continue
 		}
 		r.ready[uid] = true
 		r.waiting = append(r.waiting, uid)
 	}
-	for n := range nodes {
+	c.EachNode(func(n *guest.NodeInfo) bool {
 		for _, s := range n.Pods() {
 			if g.has(s.GetNamespace(), s.GetLabels()) {
 				r.ready[s.GetUid()] = true
 			}
 		}
-	}
+		return true
+	})
 	return r
 }
 
@@ -163,18 +154,18 @@ func (p *Policy) Permit(c *guest.Cycle, _ *guest.NodeInfo, waiting []guest.Waiti
 	if !s.IsSuccess() {
 		return guest.PermitResult{Status: s}
 	}
-	return p.Admit(c.Pod, g, waiting, c.EachNode)
+	return p.Admit(c, g, waiting)
 }
 
 // Admit is Permit's rule. A pod outside any gang is allowed at once. A
 // member is allowed, together with every waiting member of its gang, when
 // at least MinAvailable members are ready (waiting, placed, or the pod
 // itself); otherwise it waits up to the configured timeout.
-func (p *Policy) Admit(pod *guest.Pod, g *Gang, waiting []guest.WaitingPod, nodes iter.Seq[*guest.NodeInfo]) guest.PermitResult {
+func (p *Policy) Admit(c *guest.Cycle, g *Gang, waiting []guest.WaitingPod) guest.PermitResult {
 	if g == nil {
 		return guest.PermitResult{Status: guest.OK()}
 	}
-	r := g.call(pod, waiting, nodes)
+	r := g.call(c, waiting)
 	ready := int64(len(r.ready))
 	if ready < g.MinAvailable {
 		return guest.PermitResult{
@@ -198,7 +189,7 @@ func (p *Policy) Unreserve(c *guest.Cycle, _ *guest.NodeInfo, waiting []guest.Wa
 		guest.Errorlogf("%s", s.Reasons[0])
 		return nil
 	}
-	return Release(c.Pod, g, waiting, c.EachNode)
+	return Release(c, g, waiting)
 }
 
 // Release is Unreserve's rule: the scheduler undoes a member's reservation
@@ -206,16 +197,16 @@ func (p *Policy) Unreserve(c *guest.Cycle, _ *guest.NodeInfo, waiting []guest.Wa
 // cannot be complete without it, so every other waiting member is rejected
 // and gives back what it reserved. They return to the scheduling queue and
 // gather again.
-func Release(pod *guest.Pod, g *Gang, waiting []guest.WaitingPod, nodes iter.Seq[*guest.NodeInfo]) []guest.WaitingPodAction {
+func Release(c *guest.Cycle, g *Gang, waiting []guest.WaitingPod) []guest.WaitingPodAction {
 	if g == nil {
 		return nil
 	}
-	r := g.call(pod, waiting, nodes)
+	r := g.call(c, waiting)
 	if len(r.waiting) == 0 {
 		return nil
 	}
 	reason := "gang: group " + g.Name + " released: " + strconv.Itoa(len(r.ready)) + " of " + strconv.FormatInt(g.MinAvailable, 10) +
-		" members ready when " + pod.Key() + " timed out or failed"
+		" members ready when " + c.Pod.Key() + " timed out or failed"
 	acts := make([]guest.WaitingPodAction, len(r.waiting))
 	for i, uid := range r.waiting {
 		acts[i] = guest.WaitingPodAction{UID: uid, Allow: false, Reason: reason}

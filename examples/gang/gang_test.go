@@ -8,7 +8,7 @@ import (
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 	"github.com/wasmsched/wasmsched/guest"
-	"github.com/wasmsched/wasmsched/internal/guesttest"
+	"github.com/wasmsched/wasmsched/guest/guesttest"
 )
 
 // inGroup is the pod name of ns, with UID uid-<name>, labelled a member of
@@ -36,13 +36,10 @@ func node(name string, pods ...*abiv1.PodSummary) *guest.NodeInfo {
 	return guesttest.MakeNode().Name(name).Pods(pods...).Obj()
 }
 
+// mustParse builds the policy from settings as the Settings hook does.
 func mustParse(t *testing.T, raw string) *Policy {
 	t.Helper()
-	p, err := Parse([]byte(raw))
-	if err != nil {
-		t.Fatalf("Parse(%s): %v", raw, err)
-	}
-	return p
+	return guesttest.Load(t, raw, DefaultSettings(), New)
 }
 
 func mustGang(t *testing.T, pod *guest.Pod) *Gang {
@@ -67,9 +64,9 @@ func TestParseSettings(t *testing.T) {
 		{`{"timeout": 10}`, `unknown field "timeout"`},
 		{`{"timeoutSeconds": "10"}`, `timeoutSeconds`},
 	} {
-		_, err := Parse([]byte(tc.raw))
+		_, err := guest.Load([]byte(tc.raw), DefaultSettings(), New)
 		if err == nil || !strings.HasPrefix(err.Error(), "settings: ") || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Parse(%s) = %v, want an error containing %q", tc.raw, err, tc.want)
+			t.Errorf("guest.Load(%s) = %v, want an error containing %q", tc.raw, err, tc.want)
 		}
 	}
 }
@@ -126,7 +123,7 @@ func TestAdmit(t *testing.T) {
 	}
 
 	// w1, w2 and w3 itself: 3 of 4.
-	r := p.Admit(pod, g, waiting, slices.Values(nodes))
+	r := p.Admit(guesttest.NewCycle(pod, nodes...), g, waiting)
 	if r.Status.Code != guest.Wait || r.Timeout != 45*time.Second || len(r.Actions) != 0 {
 		t.Fatalf("3 of 4: %+v", r)
 	}
@@ -137,7 +134,7 @@ func TestAdmit(t *testing.T) {
 	// A bound member on n2 completes the gang: w3 passes and the waiting
 	// members of g1 (only they) are allowed.
 	nodes[1] = node("n2", inGroup("ml", "b1", "g1").Placed())
-	r = p.Admit(pod, g, waiting, slices.Values(nodes))
+	r = p.Admit(guesttest.NewCycle(pod, nodes...), g, waiting)
 	want := []guest.WaitingPodAction{{UID: "uid-w1", Allow: true}, {UID: "uid-w2", Allow: true}}
 	if !r.Status.IsSuccess() || !slices.Equal(r.Actions, want) {
 		t.Fatalf("4 of 4: %+v, want success with %+v", r, want)
@@ -146,12 +143,12 @@ func TestAdmit(t *testing.T) {
 	// The host may list the pod itself among the waiting: it counts once
 	// and is not acted on.
 	withSelf := append([]guest.WaitingPod{waiter("ml", "w3", "g1")}, waiting...)
-	r = p.Admit(pod, g, withSelf, slices.Values(nodes))
+	r = p.Admit(guesttest.NewCycle(pod, nodes...), g, withSelf)
 	if !r.Status.IsSuccess() || !slices.Equal(r.Actions, want) {
 		t.Fatalf("self listed: %+v, want success with %+v", r, want)
 	}
 	nodes[1] = node("n2")
-	if r = p.Admit(pod, g, withSelf, slices.Values(nodes)); r.Status.Code != guest.Wait {
+	if r = p.Admit(guesttest.NewCycle(pod, nodes...), g, withSelf); r.Status.Code != guest.Wait {
 		t.Fatalf("self listed, 3 of 4: %+v", r)
 	}
 }
@@ -159,12 +156,12 @@ func TestAdmit(t *testing.T) {
 func TestAdmitAloneAndOutsideGangs(t *testing.T) {
 	p := mustParse(t, "")
 	solo := member("ml", "s1", "solo", "1")
-	r := p.Admit(solo, mustGang(t, solo), nil, slices.Values([]*guest.NodeInfo(nil)))
+	r := p.Admit(guesttest.NewCycle(solo), mustGang(t, solo), nil)
 	if !r.Status.IsSuccess() || len(r.Actions) != 0 {
 		t.Fatalf("min-available 1: %+v", r)
 	}
 	plain := guesttest.MakePod().Namespace("ml").Name("web").UID("uid-web").Obj()
-	r = p.Admit(plain, nil, []guest.WaitingPod{waiter("ml", "w1", "g1")}, slices.Values([]*guest.NodeInfo(nil)))
+	r = p.Admit(guesttest.NewCycle(plain), nil, []guest.WaitingPod{waiter("ml", "w1", "g1")})
 	if !r.Status.IsSuccess() || len(r.Actions) != 0 {
 		t.Fatalf("no gang: %+v", r)
 	}
@@ -181,16 +178,16 @@ func TestRelease(t *testing.T) {
 		waiter("ml", "w2", "g1"),
 	}
 	nodes := []*guest.NodeInfo{node("n1", inGroup("ml", "w1", "g1").Placed(), inGroup("ml", "b1", "g1").Placed())}
-	got := Release(pod, g, waiting, slices.Values(nodes))
+	got := Release(guesttest.NewCycle(pod, nodes...), g, waiting)
 	reason := "gang: group g1 released: 4 of 5 members ready when ml/w3 timed out or failed"
 	want := []guest.WaitingPodAction{{UID: "uid-w1", Reason: reason}, {UID: "uid-w2", Reason: reason}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
-	if got := Release(pod, nil, waiting, slices.Values(nodes)); got != nil {
+	if got := Release(guesttest.NewCycle(pod, nodes...), nil, waiting); got != nil {
 		t.Fatalf("no gang: %+v", got)
 	}
-	if got := Release(pod, g, waiting[2:4], slices.Values(nodes)); got != nil {
+	if got := Release(guesttest.NewCycle(pod, nodes...), g, waiting[2:4]); got != nil {
 		t.Fatalf("no waiting member: %+v", got)
 	}
 }

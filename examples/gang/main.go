@@ -17,7 +17,7 @@ func init() {
 	guest.Register(&guest.Policy{
 		Name: "gang",
 		Settings: func(raw []byte) (err error) {
-			policy, err = Parse(raw)
+			policy, err = guest.Load(raw, DefaultSettings(), New)
 			return err
 		},
 		// Members already placed count toward their gang: Permit reads the

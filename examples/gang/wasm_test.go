@@ -98,7 +98,7 @@ func gangPod(ns, name, group, min string) *v1.Pod {
 // waitingPod is a member of group, with min-available min, waiting at
 // Permit on n1, as the host passes it to the policy.
 func waitingPod(ns, name, group, min string) *abiv1.WaitingPod {
-	return inGroup(ns, name, group).Annotation(AnnotationMinAvailable, min).Waiting("n1").WaitingPod
+	return inGroup(ns, name, group).Annotation(AnnotationMinAvailable, min).Waiting("n1").Message()
 }
 
 // nodeInfo is node name with pods on it, as the scheduler's snapshot has it.

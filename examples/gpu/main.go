@@ -23,13 +23,9 @@ var policy *Policy
 func init() {
 	guest.Register(&guest.Policy{
 		Name: Name,
-		Settings: func(raw []byte) error {
-			p, err := Load(raw)
-			if err != nil {
-				return err
-			}
-			policy = p
-			return nil
+		Settings: func(raw []byte) (err error) {
+			policy, err = guest.Load(raw, DefaultSettings(), New)
+			return err
 		},
 		PreFilter:      func(c *guest.Cycle) guest.Status { return policy.PreFilter(c) },
 		Filter:         func(c *guest.Cycle, n *guest.NodeInfo) guest.Status { return policy.Filter(c, n) },

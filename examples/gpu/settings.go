@@ -1,10 +1,6 @@
 package main
 
-import (
-	"fmt"
-
-	"github.com/wasmsched/wasmsched/guest"
-)
+import "fmt"
 
 // Name is the policy's name; every rejection reason starts with it.
 const Name = "gpu"
@@ -47,14 +43,4 @@ func (s Settings) Validate() error {
 		return nil
 	}
 	return fmt.Errorf("settings: \"strategy\" must be %q or %q, not %q", Binpack, Spread, s.Strategy)
-}
-
-// Load builds the policy from the operator's raw JSON settings: defaults
-// first, then the given fields, unknown fields rejected.
-func Load(raw []byte) (*Policy, error) {
-	s := DefaultSettings()
-	if err := guest.ParseSettings(raw, &s); err != nil {
-		return nil, err
-	}
-	return New(s)
 }

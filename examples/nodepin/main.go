@@ -18,6 +18,9 @@ type Settings struct {
 	Nodes []string `json:"nodes"`
 }
 
+// DefaultSettings returns the settings of an operator who configured nothing.
+func DefaultSettings() Settings { return Settings{Nodes: []string{"k8s-node1"}} }
+
 // Policy holds the validated settings.
 type Policy struct {
 	allowed  map[string]bool
@@ -62,17 +65,9 @@ var policy *Policy
 func init() {
 	guest.Register(&guest.Policy{
 		Name: "nodepin",
-		Settings: func(raw []byte) error {
-			s := Settings{Nodes: []string{"k8s-node1"}}
-			if err := guest.ParseSettings(raw, &s); err != nil {
-				return err
-			}
-			p, err := New(s)
-			if err != nil {
-				return err
-			}
-			policy = p
-			return nil
+		Settings: func(raw []byte) (err error) {
+			policy, err = guest.Load(raw, DefaultSettings(), New)
+			return err
 		},
 		Filter: func(c *guest.Cycle, n *guest.NodeInfo) guest.Status { return policy.Filter(c, n) },
 	})

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/wasmsched/wasmsched/guest"
+	"github.com/wasmsched/wasmsched/guest/guesttest"
 	"github.com/wasmsched/wasmsched/host/eval"
-	"github.com/wasmsched/wasmsched/internal/guesttest"
 	"github.com/wasmsched/wasmsched/internal/hosttest"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
@@ -33,6 +33,21 @@ func TestReasonSummarizesLongLists(t *testing.T) {
 	p, _ := New(Settings{Nodes: []string{"n1", "n2", "n3", "n4", "n5", "n6", "n7"}})
 	guesttest.CheckStatus(t, p.Filter(nil, node("x")),
 		guest.RejectUnresolvable("nodepin: node is not one of the allowed nodes [n1, n2, n3, n4, n5, and 2 more]"))
+}
+
+// TestTestdata runs Filter natively on the pod and nodes `wasmsched eval`
+// reads in the README, under the settings it passes.
+func TestTestdata(t *testing.T) {
+	p := guesttest.Load(t, guesttest.ReadSettings(t, "testdata/settings.json"), DefaultSettings(), New)
+	c := guesttest.NewCycle(guesttest.ReadPod(t, "testdata/pod.yaml"), guesttest.ReadNodes(t, "testdata/nodes.yaml")...)
+	reject := guest.RejectUnresolvable("nodepin: node is not one of the allowed nodes [k8s-node2, k8s-node3]")
+	for name, want := range map[string]guest.Status{"k8s-node1": reject, "k8s-node2": guest.OK(), "k8s-node3": guest.OK()} {
+		n := c.NodeByName(name)
+		if n == nil {
+			t.Fatalf("no node %s in testdata/nodes.yaml", name)
+		}
+		t.Run(name, func(t *testing.T) { guesttest.CheckStatus(t, p.Filter(c, n), want) })
+	}
 }
 
 func TestSettingsValidation(t *testing.T) {

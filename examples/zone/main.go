@@ -17,7 +17,7 @@ func init() {
 	guest.Register(&guest.Policy{
 		Name: "zone",
 		Settings: func(raw []byte) (err error) {
-			policy, err = Parse(raw)
+			policy, err = guest.Load(raw, DefaultSettings(), New)
 			return err
 		},
 		// Counting a group's pods per zone reads every node's pods.

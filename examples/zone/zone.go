@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"iter"
 	"maps"
 	"slices"
 	"strconv"
@@ -28,16 +27,6 @@ type Settings struct {
 // DefaultSettings returns the settings of an operator who configured nothing.
 func DefaultSettings() Settings {
 	return Settings{DeniedZones: []string{}, GroupLabel: "app", MaxSkew: 1}
-}
-
-// Parse decodes the operator's JSON settings over the defaults and validates
-// them. Empty settings mean the defaults; unknown fields are an error.
-func Parse(raw []byte) (*Policy, error) {
-	s := DefaultSettings()
-	if err := guest.ParseSettings(raw, &s); err != nil {
-		return nil, err
-	}
-	return New(s)
 }
 
 // Policy is the validated configuration. It holds no per-cycle data, so one
@@ -101,26 +90,30 @@ type share struct {
 	count      int
 }
 
-// prepare computes the cycle's state for pod over the cluster's nodes. The
-// guest passes Cycle.EachNode; tests pass a slice.
-func (p *Policy) prepare(pod *guest.Pod, nodes iter.Seq[*guest.NodeInfo]) *cycleState {
+// prepare computes the state of cycle c: its pod's group and how many of
+// the group run in each zone, over the nodes c.EachNode gives (the
+// instance's snapshot, whole and current since the policy sets
+// WantsAllNodes; in a native test, the nodes the test gave).
+func (p *Policy) prepare(c *guest.Cycle) *cycleState {
+	pod := c.Pod
 	group, ok := pod.Label(p.groupLabel)
 	if !ok {
 		return &cycleState{}
 	}
 	sp := &spread{group: group, counts: map[string]int{}, byNode: map[string]share{}}
-	for n := range nodes {
+	c.EachNode(func(n *guest.NodeInfo) bool {
 		z := n.Zone()
 		if z == "" || p.denied[z] || !n.MatchesNodeSelector(pod) {
-			continue
+			return true
 		}
 		if _, seen := sp.counts[z]; !seen {
 			sp.zones = append(sp.zones, z)
 		}
-		c := p.members(pod, group, n)
-		sp.counts[z] += c
-		sp.byNode[n.Name()] = share{generation: n.GetGeneration(), count: c}
-	}
+		count := p.members(pod, group, n)
+		sp.counts[z] += count
+		sp.byNode[n.Name()] = share{generation: n.Generation(), count: count}
+		return true
+	})
 	slices.Sort(sp.zones)
 	return &cycleState{spread: sp}
 }
@@ -130,7 +123,7 @@ func (p *Policy) prepare(pod *guest.Pod, nodes iter.Seq[*guest.NodeInfo]) *cycle
 func (p *Policy) members(pod *guest.Pod, group string, n *guest.NodeInfo) int {
 	c := 0
 	for _, s := range n.Pods() {
-		if s.GetNamespace() != pod.GetNamespace() || s.GetUid() == pod.GetUid() {
+		if s.GetNamespace() != pod.Namespace() || s.GetUid() == pod.UID() {
 			continue
 		}
 		if v, ok := guest.Lookup(s.GetLabels(), p.groupLabel); ok && v == group {
@@ -146,7 +139,7 @@ func (p *Policy) members(pod *guest.Pod, group string, n *guest.NodeInfo) int {
 // PreFilter counted; only then are n's pods counted again.
 func (p *Policy) countsFor(pod *guest.Pod, sp *spread, n *guest.NodeInfo) map[string]int {
 	before, ok := sp.byNode[n.Name()]
-	if !ok || before.generation == n.GetGeneration() {
+	if !ok || before.generation == n.Generation() {
 		return sp.counts
 	}
 	now := p.members(pod, sp.group, n)
@@ -160,7 +153,7 @@ func (p *Policy) countsFor(pod *guest.Pod, sp *spread, n *guest.NodeInfo) map[st
 
 // PreFilter counts the pod's group per zone, once per cycle.
 func (p *Policy) PreFilter(c *guest.Cycle) guest.Status {
-	c.State = p.prepare(c.Pod, c.EachNode)
+	c.State = p.prepare(c)
 	return guest.OK()
 }
 

@@ -7,7 +7,7 @@ import (
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 	"github.com/wasmsched/wasmsched/guest"
-	"github.com/wasmsched/wasmsched/internal/guesttest"
+	"github.com/wasmsched/wasmsched/guest/guesttest"
 )
 
 // appPod is the pod name of ns, labelled app=<app> unless app is "". A test
@@ -30,19 +30,19 @@ func zoneNode(name, zone string, pods ...*abiv1.PodSummary) *guesttest.NodeWrapp
 	return n
 }
 
+// mustParse builds the policy from settings as the Settings hook does.
 func mustParse(t *testing.T, raw string) *Policy {
 	t.Helper()
-	p, err := Parse([]byte(raw))
-	if err != nil {
-		t.Fatalf("Parse(%s): %v", raw, err)
-	}
-	return p
+	return guesttest.Load(t, raw, DefaultSettings(), New)
 }
 
-// cycle starts a cycle for pod the way the guest's PreFilter does, over
-// nodes instead of the resident snapshot.
-func cycle(p *Policy, pod *guest.Pod, nodes []*guest.NodeInfo) *guest.Cycle {
-	return &guest.Cycle{Pod: pod, State: p.prepare(pod, slices.Values(nodes))}
+// cycle starts a cycle of pod over nodes and runs PreFilter, as the guest
+// does over its snapshot.
+func cycle(t *testing.T, p *Policy, pod *guest.Pod, nodes []*guest.NodeInfo) *guest.Cycle {
+	t.Helper()
+	c := guesttest.NewCycle(pod, nodes...)
+	guesttest.CheckStatus(t, p.PreFilter(c), guest.OK())
+	return c
 }
 
 // cluster is the scene of most tests: web-1 in zone a, a db pod and a web pod
@@ -76,9 +76,9 @@ func TestParseSettings(t *testing.T) {
 		{`{"deniedZone": ["a"]}`, `unknown field "deniedZone"`},
 		{`{"maxSkew": "2"}`, `maxSkew`},
 	} {
-		_, err := Parse([]byte(tc.raw))
+		_, err := guest.Load([]byte(tc.raw), DefaultSettings(), New)
 		if err == nil || !strings.HasPrefix(err.Error(), "settings: ") || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Parse(%s) = %v, want an error containing %q", tc.raw, err, tc.want)
+			t.Errorf("guest.Load(%s) = %v, want an error containing %q", tc.raw, err, tc.want)
 		}
 	}
 }
@@ -138,13 +138,31 @@ func TestFilter(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := mustParse(t, tc.settings)
-			c := cycle(p, tc.pod, nodes)
+			c := cycle(t, p, tc.pod, nodes)
 			for _, n := range nodes {
 				if want, ok := tc.want[n.Name()]; ok {
 					t.Run(n.Name(), func(t *testing.T) { guesttest.CheckStatus(t, p.Filter(c, n), want) })
 				}
 			}
 		})
+	}
+}
+
+// TestTestdata runs PreFilter and Filter natively on what testdata/ holds
+// (the pod of pod.yaml, the nodes of nodes.yaml with the pods of pods.yaml
+// placed on them) under testdata/settings.json, as wasm_test.go's
+// TestEvalTestdata runs the module.
+func TestTestdata(t *testing.T) {
+	p := mustParse(t, guesttest.ReadSettings(t, "testdata/settings.json"))
+	nodes := guesttest.ReadNodes(t, "testdata/nodes.yaml", guesttest.ReadPods(t, "testdata/pods.yaml")...)
+	c := cycle(t, p, guesttest.ReadPod(t, "testdata/pod.yaml"), nodes)
+	skewA := guest.Reject("zone: placing app=web in zone a would make skew 2 > maxSkew 1 (a=1, b=0, c=0)")
+	for name, want := range map[string]guest.Status{
+		"a-1": skewA, "a-2": skewA, "b-1": guest.OK(), "c-1": guest.OK(),
+		"d-1":    guest.RejectUnresolvable("zone: zone d is denied"),
+		"edge-1": guest.OK(),
+	} {
+		t.Run(name, func(t *testing.T) { guesttest.CheckStatus(t, p.Filter(c, c.NodeByName(name)), want) })
 	}
 }
 
@@ -157,7 +175,7 @@ func TestFilterExcludesThePodItself(t *testing.T) {
 		zoneNode("a-1", "a", appPod("default", "web-1", "web").Placed()).Obj(),
 		zoneNode("b-1", "b").Obj(),
 	}
-	if s := p.Filter(cycle(p, pod, nodes), nodes[0]); !s.IsSuccess() {
+	if s := p.Filter(cycle(t, p, pod, nodes), nodes[0]); !s.IsSuccess() {
 		t.Fatalf("a-1: %+v", s)
 	}
 }
@@ -172,7 +190,7 @@ func TestFilterHonoursNodeSelector(t *testing.T) {
 		zoneNode("b-1", "b", appPod("default", "web-2", "web").Placed()).Label("disk", "ssd").Obj(),
 		zoneNode("c-1", "c").Label("disk", "hdd").Obj(),
 	}
-	c := cycle(p, pod, nodes)
+	c := cycle(t, p, pod, nodes)
 	if got := c.State.(*cycleState).spread.zones; !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("domains %v, want [a b]", got)
 	}
@@ -190,7 +208,7 @@ func TestFilterSeesTheNodeItIsGiven(t *testing.T) {
 		zoneNode("a-1", "a", appPod("default", "web-1", "web").Placed(), appPod("default", "web-2", "web").Placed()).Obj(),
 		zoneNode("b-1", "b", appPod("default", "web-3", "web").Placed()).Obj(),
 	}
-	c := cycle(p, pod, nodes)
+	c := cycle(t, p, pod, nodes)
 	want := guest.Reject("zone: placing app=web in zone a would make skew 2 > maxSkew 1 (a=2, b=1)")
 	if !guesttest.CheckStatus(t, p.Filter(c, nodes[0]), want) {
 		t.Fatal("a-1")
@@ -212,7 +230,7 @@ func TestFilterSeesTheNodeItIsGiven(t *testing.T) {
 		zoneNode("b-1", "b").Obj(),
 		zoneNode("c-1", "c", appPod("default", "web-1", "web").Placed()).Obj(),
 	}
-	c = cycle(p, pod, nodes)
+	c = cycle(t, p, pod, nodes)
 	if s := p.Filter(c, nodes[1]); !s.IsSuccess() {
 		t.Fatalf("b-1: %+v", s)
 	}
@@ -234,7 +252,7 @@ func TestScore(t *testing.T) {
 	}
 	scoreAll := func(pod *guest.Pod) []int64 {
 		t.Helper()
-		c := cycle(p, pod, nodes)
+		c := cycle(t, p, pod, nodes)
 		scores := make([]guest.NodeScore, len(nodes))
 		for i, n := range nodes {
 			v, s := p.Score(c, n)

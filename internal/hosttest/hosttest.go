@@ -9,7 +9,7 @@
 // wrappers, k8s.io/kubernetes/pkg/scheduler/testing (st.MakePod,
 // st.MakeNode); NodeInfo puts a node and its pods together as the
 // scheduler's snapshot does. The guest-side twin of this package, for a
-// policy's native tests, is internal/guesttest.
+// policy's native tests, is guest/guesttest.
 //
 // It is not part of internal/testwasm because host/policy's own tests
 // import testwasm, and host/eval imports host/policy. It is imported by

@@ -143,9 +143,9 @@ func TinyGoBytes(tb testing.TB, pkg string) []byte {
 }
 
 // tinygoKey names a TinyGo build of pkg: a hash of the toolchain binary's
-// identity, the target and flags, go.sum (which pins every dependency
-// outside the repository) and the Go files of every package of the
-// repository that pkg is built from.
+// identity, the target and flags, the go.sum and go.work files (which pin
+// every dependency outside the repository) and the Go files of every
+// package of the repository that pkg is built from.
 func tinygoKey(root, bin, pkg string) (string, error) {
 	h := sha256.New()
 	fi, err := os.Stat(bin)
@@ -153,8 +153,11 @@ func tinygoKey(root, bin, pkg string) (string, error) {
 		return "", err
 	}
 	fmt.Fprintf(h, "%s %d %d\n%q\n", bin, fi.Size(), fi.ModTime().UnixNano(), TinyGoFlags)
-	for _, f := range []string{TinyGoTarget, "go.sum"} {
+	for _, f := range []string{TinyGoTarget, "go.sum", "go.work", "go.work.sum", "abi/go.sum", "guest/go.sum"} {
 		b, err := os.ReadFile(filepath.Join(root, f))
+		if errors.Is(err, fs.ErrNotExist) && f != TinyGoTarget && f != "go.sum" {
+			continue
+		}
 		if err != nil {
 			return "", err
 		}

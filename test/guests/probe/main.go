@@ -338,7 +338,7 @@ func policy() *guest.Policy {
 			}
 			r := guest.PermitResult{Status: guest.OK()}
 			for _, w := range waiting {
-				r.Actions = append(r.Actions, guest.WaitingPodAction{UID: w.GetUid(), Allow: true})
+				r.Actions = append(r.Actions, guest.WaitingPodAction{UID: w.UID(), Allow: true})
 			}
 			return r
 		}

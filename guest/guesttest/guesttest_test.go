@@ -22,30 +22,30 @@ func TestPodIsWhatTheHostSends(t *testing.T) {
 		Annotation("gang", "4").NodeSelector(map[string]string{"disk": "ssd"}).
 		Req(map[string]int64{"nvidia.com/gpu": 2, guest.ResourceCPU: 500, "amd.com/gpu": 1, "example.com/none": 0})
 	p := w.Obj()
-	if p.Key() != "ml/w1" || p.Uid != "uid-w1" {
-		t.Errorf("pod %s uid %s", p.Key(), p.Uid)
+	if p.Key() != "ml/w1" || p.UID() != "uid-w1" {
+		t.Errorf("pod %s uid %s", p.Key(), p.UID())
 	}
-	if got := keys(p.Labels); got != "a=2 m=3 z=1 " {
+	if got := keys(p.Labels()); got != "a=2 m=3 z=1 " {
 		t.Errorf("labels %q, want them sorted by key", got)
 	}
-	if v, _ := p.Annotation("gang"); v != "4" || keys(p.NodeSelector) != "disk=ssd " {
-		t.Errorf("annotation %q, node selector %q", v, keys(p.NodeSelector))
+	if v, _ := p.Annotation("gang"); v != "4" || keys(p.NodeSelector()) != "disk=ssd " {
+		t.Errorf("annotation %q, node selector %q", v, keys(p.NodeSelector()))
 	}
-	r := p.Requests
+	r := p.Message().Requests
 	if r.MilliCpu != 500 || len(r.Scalars) != 2 || r.Scalars[0].Name != "amd.com/gpu" || r.Scalars[1].Name != "nvidia.com/gpu" {
 		t.Errorf("requests %v, want cpu in its field, scalars sorted by name and the zero one left out", r)
 	}
-	if w.Obj().Pod == p.Pod {
+	if w.Obj().Message() == p.Message() {
 		t.Error("Obj returned the same message twice")
 	}
 	if s := w.Placed(); s.Name != "w1" || s.Uid != "uid-w1" || keys(s.Labels) != "a=2 m=3 z=1 " || s.Requests.MilliCpu != 500 {
 		t.Errorf("placed %v", s)
 	}
-	if wp := w.Waiting("n1"); wp.NodeName != "n1" || wp.Uid != "uid-w1" || keys(wp.Annotations) != "gang=4 " {
-		t.Errorf("waiting %v", wp.WaitingPod)
+	if wp := w.Waiting("n1"); wp.NodeName() != "n1" || wp.UID() != "uid-w1" || keys(wp.Message().Annotations) != "gang=4 " {
+		t.Errorf("waiting %v", wp.Message())
 	}
-	if e := MakePod().Obj(); e.Labels != nil || e.Requests != nil {
-		t.Errorf("an empty pod has %v, %v", e.Labels, e.Requests)
+	if e := MakePod().Obj(); e.Labels() != nil || e.Message().Requests != nil {
+		t.Errorf("an empty pod has %v, %v", e.Labels(), e.Message().Requests)
 	}
 }
 
@@ -54,14 +54,14 @@ func TestNodeIsWhatTheHostSends(t *testing.T) {
 	n := MakeNode().Name("a-1").Label(guest.LabelZone, "a").Generation(3).
 		Allocatable(map[string]int64{guest.ResourceCPU: 8000, "nvidia.com/gpu": 4}).
 		Requested(map[string]int64{"nvidia.com/gpu": 1}).Pods(web, web).Obj()
-	if n.Name() != "a-1" || n.Zone() != "a" || n.Generation != 3 {
-		t.Errorf("node %s zone %s generation %d", n.Name(), n.Zone(), n.Generation)
+	if n.Name() != "a-1" || n.Zone() != "a" || n.Generation() != 3 {
+		t.Errorf("node %s zone %s generation %d", n.Name(), n.Zone(), n.Generation())
 	}
 	if n.Allocatable(guest.ResourceCPU) != 8000 || n.Free("nvidia.com/gpu") != 3 {
 		t.Errorf("cpu %d, free gpus %d", n.Allocatable(guest.ResourceCPU), n.Free("nvidia.com/gpu"))
 	}
-	if len(n.Pods()) != 2 || n.PodCount != 2 {
-		t.Errorf("%d pods, count %d", len(n.Pods()), n.PodCount)
+	if len(n.Pods()) != 2 || n.PodCount() != 2 {
+		t.Errorf("%d pods, count %d", len(n.Pods()), n.PodCount())
 	}
 }
 

@@ -1,19 +1,28 @@
-// Package guesttest builds, for a policy's native tests, what the host would
-// send it: pods and nodes as abi/v1 messages, wrapped in the guest SDK's
-// views, with every list sorted as the host sorts it. Its builders follow
-// the wrappers of k8s.io/kubernetes/pkg/scheduler/testing, which build the
-// Kubernetes objects of host-side tests:
+// Package guesttest gives a policy's native tests what the host would
+// send the policy, without WebAssembly: pods and nodes as abi/v1 messages
+// wrapped in the SDK's views, with every list sorted as the host sorts it.
+// They come from builders, which follow the wrappers of
+// k8s.io/kubernetes/pkg/scheduler/testing:
 //
 //	web := guesttest.MakePod().Namespace("default").Name("web-1").Label("app", "web")
 //	node := guesttest.MakeNode().Name("a-1").Label(guest.LabelZone, "a").Pods(web.Placed()).Obj()
 //	pod := guesttest.MakePod().Namespace("default").Name("web-2").Label("app", "web").Obj()
 //
-// CheckStatus compares the Status a policy returns with the one a table
-// wants.
+// or from the Kubernetes YAML that `wasmsched eval` reads (ReadPod,
+// ReadPods, ReadNodes), converted as the host converts objects. NewCycle
+// starts a cycle over a given set of nodes, so that Cycle.EachNode and
+// Cycle.NodeByName work; Load builds the policy from settings as its
+// Settings hook does; CheckStatus compares the Status a policy returns with
+// the one a table wants:
 //
-// It imports abi/v1 and guest only, so it builds wherever a policy does
-// (natively, for wasip1, with TinyGo); it must never import host/ or
-// Kubernetes code. It is imported by tests only.
+//	p := guesttest.Load(t, `{"maxSkew": 2}`, DefaultSettings(), New)
+//	nodes := guesttest.ReadNodes(t, "testdata/nodes.yaml", guesttest.ReadPods(t, "testdata/pods.yaml")...)
+//	c := guesttest.NewCycle(guesttest.ReadPod(t, "testdata/pod.yaml"), nodes...)
+//	guesttest.CheckStatus(t, p.PreFilter(c), guest.OK())
+//
+// It is part of the SDK's module and imports abi/v1, guest and a YAML
+// decoder only: never host code or Kubernetes. It is meant for tests; a
+// policy's WebAssembly build never links it.
 package guesttest
 
 import (
@@ -93,7 +102,7 @@ func (p *PodWrapper) Req(requests map[string]int64) *PodWrapper {
 
 // Obj returns the pod as the host sends the pod being scheduled.
 func (p *PodWrapper) Obj() *guest.Pod {
-	return &guest.Pod{Pod: &abiv1.Pod{
+	return guest.NewPod(&abiv1.Pod{
 		Name:         p.name,
 		Namespace:    p.namespace,
 		Uid:          p.uid,
@@ -101,7 +110,7 @@ func (p *PodWrapper) Obj() *guest.Pod {
 		Annotations:  KeyValues(p.annotations),
 		NodeSelector: KeyValues(p.nodeSelector),
 		Requests:     Resources(p.requests),
-	}}
+	})
 }
 
 // Placed returns the pod as the host lists it among a node's pods
@@ -118,16 +127,16 @@ func (p *PodWrapper) Placed() *abiv1.PodSummary {
 
 // Waiting returns the pod as the host passes it to Permit and Unreserve:
 // waiting at Permit, assumed on node. The host-side calls take the message
-// itself, Waiting(node).WaitingPod.
+// itself, Waiting(node).Message().
 func (p *PodWrapper) Waiting(node string) guest.WaitingPod {
-	return guest.WaitingPod{WaitingPod: &abiv1.WaitingPod{
+	return guest.NewWaitingPod(&abiv1.WaitingPod{
 		Name:        p.name,
 		Namespace:   p.namespace,
 		Uid:         p.uid,
 		Labels:      KeyValues(p.labels),
 		Annotations: KeyValues(p.annotations),
 		NodeName:    node,
-	}}
+	})
 }
 
 // NodeWrapper describes a node and what the scheduler knows of it. Its
@@ -170,8 +179,10 @@ func (n *NodeWrapper) Allocatable(amounts map[string]int64) *NodeWrapper {
 }
 
 // Requested sets each amount the pods on the node request, assumed pods
-// included, in the units of PodWrapper.Req. Pods does not add to it: the
-// host sends the scheduler's totals, whatever pods it lists.
+// included, in the units of PodWrapper.Req. Pods does not add the pods'
+// requests to it (the host sends the scheduler's totals, whatever pods it
+// lists), but counts them under "pods", as the host does, unless amounts
+// set "pods".
 func (n *NodeWrapper) Requested(amounts map[string]int64) *NodeWrapper {
 	n.requested = merge(n.requested, amounts)
 	return n
@@ -191,17 +202,31 @@ func (n *NodeWrapper) Generation(g int64) *NodeWrapper { n.generation = g; retur
 
 // Obj returns the node as the host sends it.
 func (n *NodeWrapper) Obj() *guest.NodeInfo {
-	return &guest.NodeInfo{NodeInfo: &abiv1.NodeInfo{
+	return guest.NewNodeInfo(&abiv1.NodeInfo{
 		Generation: n.generation,
 		Node: &abiv1.Node{
 			Name:        n.name,
 			Labels:      KeyValues(n.labels),
 			Allocatable: Resources(n.allocatable),
 		},
-		Requested: Resources(n.requested),
+		Requested: requestedOn(n.requested, len(n.pods)),
 		PodCount:  int32(len(n.pods)),
 		Pods:      slices.Clone(n.pods),
-	}}
+	})
+}
+
+// requestedOn is a node's requested resources as the host sends them:
+// amounts as Resources makes them, never nil, with the pods on the node
+// counted under "pods" unless amounts has that count.
+func requestedOn(amounts map[string]int64, pods int) *abiv1.Resources {
+	r := Resources(amounts)
+	if r == nil {
+		r = &abiv1.Resources{}
+	}
+	if _, ok := amounts[guest.ResourcePods]; !ok {
+		r.Pods = int64(pods)
+	}
+	return r
 }
 
 // KeyValues returns m as the host sends labels, annotations and selectors:
@@ -248,6 +273,25 @@ func Resources(amounts map[string]int64) *abiv1.Resources {
 	}
 	sort.Slice(r.Scalars, func(i, j int) bool { return r.Scalars[i].Name < r.Scalars[j].Name })
 	return &r
+}
+
+// NewCycle returns a cycle of pod over nodes, as the SDK starts one: its
+// EachNode and NodeByName see exactly nodes, in this order. It is
+// guest.NewCycle.
+func NewCycle(pod *guest.Pod, nodes ...*guest.NodeInfo) *guest.Cycle {
+	return guest.NewCycle(pod, nodes)
+}
+
+// Load builds a policy from settings as its Settings hook does, with
+// guest.Load, and fails t if they are refused. Use guest.Load itself to
+// test the refusals.
+func Load[S, P any](t testing.TB, settings string, defaults S, build func(S) (P, error)) P {
+	t.Helper()
+	p, err := guest.Load([]byte(settings), defaults, build)
+	if err != nil {
+		t.Fatalf("settings %s: %v", settings, err)
+	}
+	return p
 }
 
 // CheckStatus reports an error on t unless got has want's code and
