@@ -86,7 +86,8 @@ $(BIN)/policies/%.tinygo.wasm: FORCE
 	$(TINYGO) build $(TINYGO_FLAGS) -o $@ ./examples/$*
 
 ## test-tinygo: the tests that run TinyGo builds (examples' wasm-level tests,
-## which compare both builds, the end-to-end TinyGo scenarios, and every
+## which compare both builds, the end-to-end TinyGo scenarios, a project
+## `wasmsched new` scaffolds built by its own Makefile, and every
 ## example's scenario files), on the modules `make examples-tinygo` wrote; a
 ## missing toolchain fails them
 test-tinygo: examples-tinygo build-cli
@@ -94,7 +95,7 @@ test-tinygo: examples-tinygo build-cli
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestREADME$$' ./examples/...
 	WASMSCHED_REQUIRE_TINYGO=1 WASMSCHED_TINYGO_MODULES=$(BIN)/policies \
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestExample.*TinyGo$$' ./test/e2e/
-	WASMSCHED_REQUIRE_TINYGO=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestEvalStackOverflow$$' ./cmd/wasmsched/
+	WASMSCHED_REQUIRE_TINYGO=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestEvalStackOverflow|TestNewProjectTinyGo)$$' ./cmd/wasmsched/
 	@# Every example's scenarios on its TinyGo build.
 	@set -e; for e in $(EXAMPLES); do \
 	  echo "$(BIN)/wasmsched test --policy $$e=$(BIN)/policies/$$e.tinygo.wasm examples/$$e/scenarios"; \

@@ -52,7 +52,7 @@ func runNew(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	module := fs.String("module", "", "Go module path of the new project (default example.com/NAME)")
 	dir := fs.String("dir", "", "directory to create (default ./NAME)")
-	sdk := fs.String("sdk", "", "a local checkout of wasmsched to take the SDK from (go.mod replaces the SDK with it), instead of the published version")
+	sdk := fs.String("sdk", os.Getenv("WASMSCHED_SDK"), "a local checkout of wasmsched to take the SDK from (go.mod replaces the SDK with it), instead of the published version (default $WASMSCHED_SDK)")
 	tidy := fs.Bool("tidy", true, "run `go mod tidy` in the new project (writes go.sum)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: wasmsched new [flags] NAME\n\nScaffolds a policy project in its own directory.\n\n")

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wasmsched/wasmsched/internal/testwasm"
+)
+
+// newProject scaffolds a project named quota into a temporary directory
+// outside the repository, with the SDK taken from this checkout (what a
+// published version would give), and returns its directory.
+func newProject(t *testing.T) string {
+	t.Helper()
+	root := testwasm.Root(t)
+	dir := filepath.Join(t.TempDir(), "quota")
+	code, out, errs := runCLI("new", "--sdk", root, "--dir", dir, "quota")
+	if code != 0 {
+		t.Fatalf("wasmsched new: exit %d\n%s%s", code, out, errs)
+	}
+	if !strings.Contains(out, "Created "+dir+" (module example.com/quota, SDK v") {
+		t.Fatalf("wasmsched new printed:\n%s", out)
+	}
+	return dir
+}
+
+// inProject runs a command in the project, outside any Go workspace, and
+// returns its output.
+func inProject(t *testing.T, dir string, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s in %s: %v\n%s", name, strings.Join(args, " "), dir, err, out)
+	}
+	return string(out)
+}
+
+// TestNewProject: a project `wasmsched new` writes builds as written, its
+// unit tests pass, `wasmsched test` passes its scenarios on the module it
+// built, and its module graph is the SDK, the ABI and protobuf, with the
+// SDK resolved through the local replace only.
+func TestNewProject(t *testing.T) {
+	dir := newProject(t)
+	for _, f := range []string{"go.mod", "go.sum", "main.go", "quota_test.go", "scenarios/quota.yaml", "Makefile", "README.md", ".gitignore"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("the project lacks %s: %v", f, err)
+		}
+	}
+	out := inProject(t, dir, "make", "test", "WASMSCHED="+testwasm.CLI(t))
+	if !strings.Contains(out, "ok  \texample.com/quota") || !strings.Contains(out, "3 passed, 0 failed") {
+		t.Fatalf("make test:\n%s", out)
+	}
+
+	mods := inProject(t, dir, "go", "list", "-m", "all")
+	t.Logf("go list -m all:\n%s", mods)
+	root := testwasm.Root(t)
+	for _, want := range []string{
+		"example.com/quota\n",
+		"github.com/wasmsched/wasmsched/guest v0.1.0 => " + filepath.Join(root, "guest"),
+		"github.com/wasmsched/wasmsched/abi v0.1.0 => " + filepath.Join(root, "abi"),
+		"google.golang.org/protobuf ",
+	} {
+		if !strings.Contains(mods, want) {
+			t.Errorf("go list -m all lacks %q", want)
+		}
+	}
+	for _, unwanted := range []string{"k8s.io/", "github.com/wasmsched/wasmsched "} {
+		if strings.Contains(mods, unwanted) {
+			t.Errorf("go list -m all lists %q: the SDK must not pull the scheduler's dependencies", unwanted)
+		}
+	}
+}
+
+// TestNewProjectTinyGo: the same project built with TinyGo by its own
+// Makefile (this machine's toolchain needs its target file) passes the same
+// scenarios. Run by make test-tinygo.
+func TestNewProjectTinyGo(t *testing.T) {
+	tinygo := testwasm.TinyGo(t)
+	dir := newProject(t)
+	root := testwasm.Root(t)
+	out := inProject(t, dir, "make", "scenarios-tinygo", "TINYGO="+tinygo,
+		"TINYGO_TARGET="+filepath.Join(root, testwasm.TinyGoTarget), "WASMSCHED="+testwasm.CLI(t))
+	if !strings.Contains(out, "3 passed, 0 failed") {
+		t.Fatalf("make scenarios-tinygo:\n%s", out)
+	}
+}
+
+func TestNewRefuses(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"new"}, "no NAME given"},
+		{[]string{"new", "Quota"}, `name "Quota": use lower-case letters`},
+		{[]string{"new", "--sdk", dir, "quota"}, "not a wasmsched checkout (no guest/go.mod)"},
+		{[]string{"new", "--dir", filepath.Dir(testwasm.Root(t)), "quota"}, "exists and is not empty"},
+	} {
+		code, _, errs := runCLI(tc.args...)
+		if code != 1 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 1 and %q", tc.args, code, errs, tc.want)
+		}
+	}
+}
