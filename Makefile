@@ -95,7 +95,7 @@ test-tinygo: examples-tinygo build-cli
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestREADME$$' ./examples/...
 	WASMSCHED_REQUIRE_TINYGO=1 WASMSCHED_TINYGO_MODULES=$(BIN)/policies \
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestExample.*TinyGo$$' ./test/e2e/
-	WASMSCHED_REQUIRE_TINYGO=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestEvalStackOverflow|TestNewProjectTinyGo)$$' ./cmd/wasmsched/
+	WASMSCHED_REQUIRE_TINYGO=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestEvalStackOverflow|TestNewProjectTinyGo|TestGuideStartTinyGo)$$' ./cmd/wasmsched/
 	@# Every example's scenarios on its TinyGo build.
 	@set -e; for e in $(EXAMPLES); do \
 	  echo "$(BIN)/wasmsched test --policy $$e=$(BIN)/policies/$$e.tinygo.wasm examples/$$e/scenarios"; \

@@ -108,3 +108,80 @@ func TestNewRefuses(t *testing.T) {
 		}
 	}
 }
+
+// guideStart returns the shell blocks of the guide's "Start a project"
+// section, in order.
+func guideStart(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testwasm.Root(t), "guest", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Start a project\n")
+	if !ok {
+		t.Fatal(`guest/README.md has no "## Start a project" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var blocks []string
+	for _, part := range strings.Split(section, "```sh\n")[1:] {
+		block, _, _ := strings.Cut(part, "```")
+		blocks = append(blocks, block)
+	}
+	if len(blocks) != 2 {
+		t.Fatalf(`"Start a project" has %d shell blocks, want 2 (Go, then TinyGo)`, len(blocks))
+	}
+	return blocks
+}
+
+// runGuide runs a block of the guide with bash in home (as $HOME), with
+// this checkout's wasmsched first on the PATH and the SDK taken from this
+// checkout (WASMSCHED_SDK, as the guide says until it is published).
+func runGuide(t *testing.T, home, dir, block string, env ...string) string {
+	t.Helper()
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", block)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HOME="+home, "GOWORK=off", "GOFLAGS=",
+		"PATH="+filepath.Dir(testwasm.CLI(t))+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"WASMSCHED_SDK="+testwasm.Root(t))
+	// Go's caches stay where they are: by default they live in $HOME.
+	for _, v := range []string{"GOCACHE", "GOMODCACHE", "GOPATH"} {
+		val, err := exec.Command("go", "env", v).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Env = append(cmd.Env, v+"="+strings.TrimSpace(string(val)))
+	}
+	cmd.Env = append(cmd.Env, env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", block, err, out)
+	}
+	return string(out)
+}
+
+// TestGuideStart runs the guide's first commands as shown: from an empty
+// home directory, wasmsched new, then make test in the new project. The
+// TinyGo block runs in TestGuideStartTinyGo.
+func TestGuideStart(t *testing.T) {
+	home := t.TempDir()
+	out := runGuide(t, home, home, guideStart(t)[0])
+	if !strings.Contains(out, "3 passed, 0 failed") {
+		t.Fatalf("make test:\n%s", out)
+	}
+}
+
+// TestGuideStartTinyGo: the guide's TinyGo block, in the project its first
+// block makes, with this machine's toolchain (and its target file) as the
+// guide says to name one. Run by make test-tinygo.
+func TestGuideStartTinyGo(t *testing.T) {
+	tinygo := testwasm.TinyGo(t)
+	home := t.TempDir()
+	blocks := guideStart(t)
+	runGuide(t, home, home, blocks[0])
+	out := runGuide(t, home, filepath.Join(home, "policies", "quota"), blocks[1],
+		"PATH="+filepath.Dir(tinygo)+string(os.PathListSeparator)+filepath.Dir(testwasm.CLI(t))+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"TINYGO_TARGET="+filepath.Join(testwasm.Root(t), testwasm.TinyGoTarget))
+	if !strings.Contains(out, "3 passed, 0 failed") {
+		t.Fatalf("make tinygo scenarios-tinygo:\n%s", out)
+	}
+}
