@@ -243,6 +243,23 @@ func KeyValues(m map[string]string) []*abiv1.KeyValue {
 	return out
 }
 
+// setAmount sets one named amount in r as the host places it: the four
+// core resources in their fields, any other appended as a scalar.
+func setAmount(r *abiv1.Resources, name string, v int64) {
+	switch name {
+	case guest.ResourceCPU:
+		r.MilliCpu = v
+	case guest.ResourceMemory:
+		r.Memory = v
+	case guest.ResourceEphemeralStorage:
+		r.EphemeralStorage = v
+	case guest.ResourcePods:
+		r.Pods = v
+	default:
+		r.Scalars = append(r.Scalars, &abiv1.Scalar{Name: name, Value: v})
+	}
+}
+
 // Resources returns amounts (named and counted as guest.Quantity reads them)
 // as the host sends them: the four core resources in their fields, every
 // other as a scalar, scalars sorted by name. Zero amounts are left out, as
@@ -255,18 +272,7 @@ func Resources(amounts map[string]int64) *abiv1.Resources {
 			continue
 		}
 		empty = false
-		switch name {
-		case guest.ResourceCPU:
-			r.MilliCpu = v
-		case guest.ResourceMemory:
-			r.Memory = v
-		case guest.ResourceEphemeralStorage:
-			r.EphemeralStorage = v
-		case guest.ResourcePods:
-			r.Pods = v
-		default:
-			r.Scalars = append(r.Scalars, &abiv1.Scalar{Name: name, Value: v})
-		}
+		setAmount(&r, name, v)
 	}
 	if empty {
 		return nil

@@ -468,18 +468,7 @@ func nodeResources(qs map[string]quantity) (*abiv1.Resources, error) {
 		if err != nil {
 			return nil, err
 		}
-		switch name {
-		case guest.ResourceCPU:
-			r.MilliCpu = v
-		case guest.ResourceMemory:
-			r.Memory = v
-		case guest.ResourceEphemeralStorage:
-			r.EphemeralStorage = v
-		case guest.ResourcePods:
-			r.Pods = v
-		default:
-			r.Scalars = append(r.Scalars, &abiv1.Scalar{Name: name, Value: v})
-		}
+		setAmount(r, name, v)
 	}
 	slices.SortFunc(r.Scalars, func(a, b *abiv1.Scalar) int { return strings.Compare(a.Name, b.Name) })
 	return r, nil
