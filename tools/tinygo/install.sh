@@ -42,6 +42,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   done
 fi
 
+# tools/tinygo is a module of its own, outside the repository's go.work:
+# build it on its own go.mod.
+export GOWORK=off
+
 # The stamp names what the installed toolchain was built from; a matching
 # stamp with the binary and root present means there is nothing to do.
 stamp="$(cat "$here/go.mod" "$here/go.sum" "$0" | sha256sum | cut -c1-16) $(go env GOVERSION)"
