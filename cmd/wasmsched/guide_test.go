@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -50,24 +49,7 @@ func TestGuideScenarios(t *testing.T) {
 	normalize := func(s string) string {
 		return elapsed.ReplaceAllString(strings.ReplaceAll(s, tmp+"/", "/tmp/"), "(X)")
 	}
-	fences := regexp.MustCompile("(?s)```(\\w*)\n(.*?)```").FindAllStringSubmatch(string(guide), -1)
-	ran := 0
-	for i, f := range fences {
-		if f[1] != "sh" || !strings.Contains(f[2], "bin/wasmsched test") {
-			continue
-		}
-		if i+1 == len(fences) || fences[i+1][1] != "text" {
-			t.Errorf("the block running %q is not followed by a text block with its output", f[2])
-			continue
-		}
-		cmd := exec.Command("sh", "-c", strings.ReplaceAll(f[2], "/tmp/", tmp+"/"))
-		cmd.Dir = work
-		out, _ := cmd.CombinedOutput() // a failing scenario is part of the show
-		if got, want := normalize(string(out)), normalize(fences[i+1][2]); got != want {
-			t.Errorf("%s\noutput:\n%s\nguest/README.md shows:\n%s", f[2], got, want)
-		}
-		ran++
-	}
+	ran := testwasm.RunShownBlocks(t, "guest/README.md", string(guide), work, tmp, "bin/wasmsched test", normalize)
 	if ran < 2 {
 		t.Errorf("ran %d blocks with bin/wasmsched test, want 2", ran)
 	}

@@ -123,9 +123,10 @@ func guideStart(t *testing.T) []string {
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	var blocks []string
-	for _, part := range strings.Split(section, "```sh\n")[1:] {
-		block, _, _ := strings.Cut(part, "```")
-		blocks = append(blocks, block)
+	for _, f := range testwasm.Fences(section) {
+		if f.Lang == "sh" {
+			blocks = append(blocks, f.Body)
+		}
 	}
 	if len(blocks) != 2 {
 		t.Fatalf(`"Start a project" has %d shell blocks, want 2 (Go, then TinyGo)`, len(blocks))

@@ -37,20 +37,6 @@ func readmeBlock(t *testing.T, intro string) []byte {
 	return m[1]
 }
 
-// readmeFences returns every fenced block of README.md: language and body.
-func readmeFences(t *testing.T) [][2]string {
-	t.Helper()
-	readme, err := os.ReadFile(readme)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out [][2]string
-	for _, m := range regexp.MustCompile("(?s)```(\\w*)\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {
-		out = append(out, [2]string{m[1], m[2]})
-	}
-	return out
-}
-
 // goCommand runs the go command in dir and fails the test with its output
 // if it fails.
 func goCommand(t *testing.T, dir string, env []string, args ...string) {
@@ -124,10 +110,14 @@ func TestREADMECode(t *testing.T) {
 	goCommand(t, root, wasip1, "build", "-overlay", ov, "-buildmode=c-shared", "-o", filepath.Join(t.TempDir(), "p.wasm"), "./guest/zz_readme_gpuguard")
 
 	// Every other complete policy.
+	guide, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
 	built := 1
-	for i, f := range readmeFences(t) {
-		body := f[1]
-		if f[0] != "go" || !strings.Contains(body, "\nfunc main() {}\n") || strings.Contains(body, "type guard struct") {
+	for i, f := range testwasm.Fences(string(guide)) {
+		body := f.Body
+		if f.Lang != "go" || !strings.Contains(body, "\nfunc main() {}\n") || strings.Contains(body, "type guard struct") {
 			continue
 		}
 		pkg := fmt.Sprintf("zz_readme_%d", i)
@@ -181,25 +171,11 @@ func TestREADMEEval(t *testing.T) {
 		}
 		return strings.Join(lines, "\n")
 	}
-	fences := readmeFences(t)
-	ran := 0
-	for i, f := range fences {
-		if f[0] != "sh" || !strings.Contains(f[1], "bin/wasmsched eval") {
-			continue
-		}
-		if i+1 == len(fences) || fences[i+1][0] != "text" {
-			t.Errorf("the block running %q is not followed by a text block with its output", f[1])
-			continue
-		}
-		script := strings.ReplaceAll(f[1], "/tmp/", tmp+"/")
-		cmd := exec.Command("sh", "-c", script)
-		cmd.Dir = work
-		out, _ := cmd.CombinedOutput() // a failing command is part of the show
-		if got, want := normalize(string(out)), normalize(fences[i+1][1]); got != want {
-			t.Errorf("%s\noutput:\n%s\nREADME.md shows:\n%s", f[1], got, want)
-		}
-		ran++
+	guide, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
 	}
+	ran := testwasm.RunShownBlocks(t, "guest/README.md", string(guide), work, tmp, "bin/wasmsched eval", normalize)
 	if ran < 2 {
 		t.Errorf("ran %d eval blocks, want at least 2", ran)
 	}

@@ -12,8 +12,51 @@ import (
 	"testing"
 )
 
-// fence matches one fenced block of a Markdown file: its body.
-var fence = regexp.MustCompile("(?s)```\\w*\n(.*?)```")
+// fence matches one fenced block of a Markdown file: its language and body.
+var fence = regexp.MustCompile("(?s)```(\\w*)\n(.*?)```")
+
+// Fence is one fenced block of a Markdown text.
+type Fence struct {
+	Lang string // what follows the opening ```: "sh", "text", "go", ...
+	Body string
+}
+
+// Fences returns the fenced blocks of a Markdown text, in order.
+func Fences(markdown string) []Fence {
+	var out []Fence
+	for _, m := range fence.FindAllStringSubmatch(markdown, -1) {
+		out = append(out, Fence{Lang: m[1], Body: m[2]})
+	}
+	return out
+}
+
+// RunShownBlocks runs, with sh in dir, every sh block of the Markdown file
+// doc (named so in messages) that contains marker, each of its /tmp/
+// pointing at tmp, and fails t unless its output, through normalize, is the
+// text block that follows it, through normalize. A command that fails is
+// part of what is shown. It returns how many blocks ran.
+func RunShownBlocks(t *testing.T, doc, markdown, dir, tmp, marker string, normalize func(string) string) int {
+	t.Helper()
+	fences := Fences(markdown)
+	ran := 0
+	for i, f := range fences {
+		if f.Lang != "sh" || !strings.Contains(f.Body, marker) {
+			continue
+		}
+		if i+1 == len(fences) || fences[i+1].Lang != "text" {
+			t.Errorf("%s: the block running %q is not followed by a text block with its output", doc, f.Body)
+			continue
+		}
+		cmd := exec.Command("sh", "-c", strings.ReplaceAll(f.Body, "/tmp/", tmp+"/"))
+		cmd.Dir = dir
+		out, _ := cmd.CombinedOutput() // a failing command is part of the show
+		if got, want := normalize(string(out)), normalize(fences[i+1].Body); got != want {
+			t.Errorf("%s\noutput:\n%s\n%s shows:\n%s", f.Body, got, doc, want)
+		}
+		ran++
+	}
+	return ran
+}
 
 // CheckREADMEEval runs every `/tmp/wasmsched eval` command shown in the
 // Markdown file readme, with a freshly built CLI and with /tmp/<name>.wasm
@@ -37,10 +80,10 @@ func CheckREADMEEval(t *testing.T, readme, name string) {
 	if err := os.WriteFile(wasm, Bytes(t, "examples/"+name), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	blocks := fence.FindAllStringSubmatch(string(text), -1)
+	blocks := Fences(string(text))
 	ran := 0
 	for i := 0; i+1 < len(blocks); i++ {
-		for _, line := range strings.Split(strings.ReplaceAll(blocks[i][1], "\\\n", " "), "\n") {
+		for _, line := range strings.Split(strings.ReplaceAll(blocks[i].Body, "\\\n", " "), "\n") {
 			args := strings.Fields(strings.TrimPrefix(line, "$ "))
 			if len(args) < 2 || args[0] != "/tmp/wasmsched" || args[1] != "eval" {
 				continue
@@ -58,7 +101,7 @@ func CheckREADMEEval(t *testing.T, readme, name string) {
 				t.Errorf("%s: %v", line, err)
 				continue
 			}
-			if want := blocks[i+1][1]; string(got) != want {
+			if want := blocks[i+1].Body; string(got) != want {
 				t.Errorf("%s\noutput:\n%s\n%s shows:\n%s", line, got, readme, want)
 			}
 			ran++
