@@ -9,7 +9,6 @@ import (
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 	"github.com/wasmsched/wasmsched/host/engine"
 	"github.com/wasmsched/wasmsched/host/policy"
-	"github.com/wasmsched/wasmsched/host/pool"
 )
 
 // fail applies e's failure policy to a failed call at pt: the one place a
@@ -61,25 +60,13 @@ func (e *Entry) failed(ctx context.Context, c *Cycle, pt abiv1.Point, err *engin
 }
 
 // callError is err as a CallError that names the policy, its version, the
-// call and the kind of failure. Calls into the engine return one already
-// (possibly wrapped: it is kept whole); anything else failed on the host's
-// side of the call.
+// call and the kind of failure. Every error host/policy returns is one
+// already; anything else failed on the host's side of the call.
 func (e *Entry) callError(pt abiv1.Point, err error) *engine.CallError {
-	var ce *engine.CallError
-	if errors.As(err, &ce) {
-		if ce == err {
-			return ce
-		}
-		return e.Version.CallError(engine.PointName(pt), ce.Kind, err)
+	if ce, ok := err.(*engine.CallError); ok {
+		return ce
 	}
-	kind := engine.KindHost
-	switch {
-	case errors.Is(err, pool.ErrClosed):
-		kind = engine.KindClosed
-	case errors.Is(err, context.DeadlineExceeded):
-		kind = engine.KindTimeout
-	}
-	return e.Version.CallError(engine.PointName(pt), kind, err)
+	return e.Version.CallError(engine.PointName(pt), engine.KindHost, err)
 }
 
 // guestError is a guest's own Error verdict as a failure, so that the

@@ -29,7 +29,7 @@ func (p *Policy) batchWorkers(n int) int {
 // forEach runs fn on every node index in [0, n), spread over workers that
 // each hold an instance with the cycle installed. It stops at the first
 // error and returns it.
-func (p *Policy) forEach(ctx context.Context, c *Cycle, n int, fn func(m *member, i int) error) error {
+func (p *Policy) forEach(ctx context.Context, call string, c *Cycle, n int, fn func(m *member, i int) error) error {
 	var (
 		next    atomic.Int64
 		failed  atomic.Bool
@@ -39,7 +39,7 @@ func (p *Policy) forEach(ctx context.Context, c *Cycle, n int, fn func(m *member
 	)
 	work := func() {
 		defer wg.Done()
-		err := p.with(ctx, func(m *member) error {
+		err := p.with(ctx, call, func(m *member) error {
 			if err := p.prepare(m, c); err != nil {
 				return err
 			}
@@ -111,7 +111,7 @@ func (v *Verdicts) Lookup(ni fwk.NodeInfo) (Status, bool) {
 func (p *Policy) FilterAll(ctx context.Context, c *Cycle, nodes []fwk.NodeInfo) (*Verdicts, error) {
 	v := &Verdicts{p: p, nodes: make([]verdict, len(nodes))}
 	handles := make([]int32, len(nodes))
-	err := p.forEach(ctx, c, len(nodes), func(m *member, i int) error {
+	err := p.forEach(ctx, "filter", c, len(nodes), func(m *member, i int) error {
 		ni := nodes[i]
 		if ni == nil || ni.Node() == nil {
 			return nil // not judged: Filter reports it
@@ -185,7 +185,7 @@ func (p *Policy) ScoreAll(ctx context.Context, c *Cycle, nodes []fwk.NodeInfo) (
 	res := Scores{Values: make([]int64, len(nodes)), Bad: -1, Status: success}
 	var mu sync.Mutex
 	errRejected := &batchStop{}
-	err := p.forEach(ctx, c, len(nodes), func(m *member, i int) error {
+	err := p.forEach(ctx, "score", c, len(nodes), func(m *member, i int) error {
 		h, err := p.ready(m, c, nodes[i])
 		if err != nil {
 			return err
@@ -222,7 +222,7 @@ func (p *Policy) ScoreAll(ctx context.Context, c *Cycle, nodes []fwk.NodeInfo) (
 // scoreNodes is ScoreAll in one wasmsched_score_nodes call.
 func (p *Policy) scoreNodes(ctx context.Context, c *Cycle, nodes []fwk.NodeInfo) (Scores, error) {
 	res := Scores{Bad: -1, Status: success}
-	err := p.with(ctx, func(m *member) error {
+	err := p.with(ctx, "score_nodes", func(m *member) error {
 		if err := p.prepare(m, c); err != nil {
 			return err
 		}

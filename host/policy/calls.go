@@ -67,7 +67,7 @@ type PreFilterResult struct {
 // (Success when the guest has no PreFilter).
 func (p *Policy) PreFilter(ctx context.Context, c *Cycle) (PreFilterResult, error) {
 	var res PreFilterResult
-	err := p.with(ctx, func(m *member) error {
+	err := p.with(ctx, "pre_filter", func(m *member) error {
 		m.cycle = 0 // always run PreFilter afresh here, and read its result
 		if err := p.prepare(m, c); err != nil {
 			return err
@@ -96,7 +96,7 @@ func (p *Policy) PreFilter(ctx context.Context, c *Cycle) (PreFilterResult, erro
 // generation differs from the one it holds.
 func (p *Policy) Filter(ctx context.Context, c *Cycle, ni fwk.NodeInfo) (Status, error) {
 	var s Status
-	err := p.with(ctx, func(m *member) error {
+	err := p.with(ctx, "filter", func(m *member) error {
 		h, err := p.ready(m, c, ni)
 		if err != nil {
 			return err
@@ -140,7 +140,7 @@ func (p *Policy) Score(ctx context.Context, c *Cycle, ni fwk.NodeInfo) (int64, S
 		v int64
 		s Status
 	)
-	err := p.with(ctx, func(m *member) error {
+	err := p.with(ctx, "score", func(m *member) error {
 		h, err := p.ready(m, c, ni)
 		if err != nil {
 			return err
@@ -166,7 +166,7 @@ type NodeScore struct {
 // must have been scored (and so synced) in this cycle.
 func (p *Policy) NormalizeScore(ctx context.Context, c *Cycle, nodes []fwk.NodeInfo, scores []NodeScore) (Status, error) {
 	var s Status
-	err := p.with(ctx, func(m *member) error {
+	err := p.with(ctx, "normalize_score", func(m *member) error {
 		if err := p.prepare(m, c); err != nil {
 			return err
 		}
@@ -217,7 +217,7 @@ func (p *Policy) PostFilter(ctx context.Context, c *Cycle, statuses []NodeStatus
 		nominated string
 		s         Status
 	)
-	err := p.with(ctx, func(m *member) error {
+	err := p.with(ctx, "post_filter", func(m *member) error {
 		if err := p.prepare(m, c); err != nil {
 			return err
 		}
@@ -254,7 +254,7 @@ type PermitResult struct {
 // Permit.
 func (p *Policy) Permit(ctx context.Context, c *Cycle, ni fwk.NodeInfo, waiting []*abiv1.WaitingPod) (PermitResult, error) {
 	var res PermitResult
-	err := p.with(ctx, func(m *member) error {
+	err := p.with(ctx, "permit", func(m *member) error {
 		h, err := p.ready(m, c, ni)
 		if err != nil {
 			return err
@@ -284,7 +284,7 @@ func (p *Policy) NodeCall(ctx context.Context, pt abiv1.Point, c *Cycle, ni fwk.
 		s    Status
 		acts []*abiv1.WaitingPodAction
 	)
-	err := p.with(ctx, func(m *member) error {
+	err := p.with(ctx, engine.PointName(pt), func(m *member) error {
 		h, err := p.ready(m, c, ni)
 		if err != nil {
 			return err

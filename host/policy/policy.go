@@ -5,11 +5,13 @@
 //
 // Everything here speaks scheduler types (fwk.NodeInfo, *v1.Pod) on one
 // side and the ABI on the other; it does not know about plugin arguments,
-// profiles or failure policies, which belong to the bridge plugin.
+// profiles or failure policies, which belong to the bridge plugin and
+// host/compose. Every error a call returns is an *engine.CallError.
 package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -261,7 +263,7 @@ func (p *Policy) Retire(ctx context.Context, idle, poll, maxWait time.Duration) 
 
 // Ping makes an empty call on an instance.
 func (p *Policy) Ping(ctx context.Context) error {
-	return p.with(ctx, func(m *member) error { return m.in.Ping() })
+	return p.with(ctx, "ping", func(m *member) error { return m.in.Ping() })
 }
 
 // Close stops handing out instances, waits up to the context's deadline for
@@ -282,10 +284,23 @@ func (p *Policy) Close(ctx context.Context) error {
 }
 
 // with runs fn on a pool member and returns it, discarding it if it broke.
-func (p *Policy) with(ctx context.Context, fn func(m *member) error) error {
+// When no member can be had for call, the error is a CallError of the
+// kind that kept it: the failure of a new instance's start-up (its own
+// CallError, whole), a closed pool, ctx's deadline, or else the host's.
+func (p *Policy) with(ctx context.Context, call string, fn func(m *member) error) error {
 	m, err := p.pool.Get(ctx)
 	if err != nil {
-		return fmt.Errorf("policy %s@%s: no instance: %w", p.name, p.Version(), err)
+		var ce *engine.CallError
+		kind := engine.KindHost
+		switch {
+		case errors.As(err, &ce):
+			return ce
+		case errors.Is(err, pool.ErrClosed):
+			kind = engine.KindClosed
+		case errors.Is(err, context.DeadlineExceeded):
+			kind = engine.KindTimeout
+		}
+		return p.CallError(call, kind, fmt.Errorf("no instance: %w", err))
 	}
 	err = fn(m)
 	p.pool.Put(m, m.in.Broken())

@@ -394,3 +394,20 @@ func TestConcurrentCallers(t *testing.T) {
 		t.Fatalf("instances = %d, want 1..4", n)
 	}
 }
+
+// A call that cannot have an instance fails with a CallError naming the
+// call and why (here: the policy was closed).
+func TestNoInstanceIsACallError(t *testing.T) {
+	p := load(t, `{}`)
+	nodes := []fwk.NodeInfo{mkNode("n1", nil)}
+	c := NewCycle(mkPod("p"), nodes)
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := p.Score(ctx, c, nodes[0])
+	var ce *engine.CallError
+	if !errors.As(err, &ce) || ce != err || ce.Kind != engine.KindClosed || ce.Call != "score" ||
+		!strings.Contains(err.Error(), ": score: no instance: ") {
+		t.Fatalf("Score after Close: %v (%#v), want a closed CallError of score", err, ce)
+	}
+}
