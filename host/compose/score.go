@@ -120,11 +120,14 @@ func (c *Cycle) NormalizeScore(ctx context.Context, names []string) ([]int64, *S
 		for k, name := range names {
 			ps[k] = policy.NodeScore{Name: name, Score: e.scores[at[k]]}
 		}
+		// The final scores come from the guest's NormalizeScore when it has
+		// one (run here, or already in PreScore's batch).
+		guestNormalizes := e.Version.Implements(abiv1.Point_POINT_NORMALIZE_SCORE)
 		call := "score"
-		if e.Version.Implements(abiv1.Point_POINT_NORMALIZE_SCORE) {
+		if guestNormalizes {
 			call = "normalize_score"
 		}
-		if e.Version.Implements(abiv1.Point_POINT_NORMALIZE_SCORE) && !e.normalized {
+		if guestNormalizes && !e.normalized {
 			infos := make([]fwk.NodeInfo, len(names))
 			for k := range names {
 				infos[k] = c.scored[at[k]]
