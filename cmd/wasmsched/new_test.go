@@ -27,13 +27,13 @@ func newProject(t *testing.T) string {
 	return dir
 }
 
-// inProject runs a command in the project, outside any Go workspace, and
-// returns its output.
-func inProject(t *testing.T, dir string, name string, args ...string) string {
+// inProject runs a command in dir, outside any Go workspace, with env
+// added to the environment, and returns its output.
+func inProject(t *testing.T, dir string, env []string, name string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+	cmd.Env = append(append(os.Environ(), "GOWORK=off", "GOFLAGS="), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s %s in %s: %v\n%s", name, strings.Join(args, " "), dir, err, out)
@@ -52,12 +52,12 @@ func TestNewProject(t *testing.T) {
 			t.Errorf("the project lacks %s: %v", f, err)
 		}
 	}
-	out := inProject(t, dir, "make", "test", "WASMSCHED="+testwasm.CLI(t))
+	out := inProject(t, dir, nil, "make", "test", "WASMSCHED="+testwasm.CLI(t))
 	if !strings.Contains(out, "ok  \texample.com/quota") || !strings.Contains(out, "3 passed, 0 failed") {
 		t.Fatalf("make test:\n%s", out)
 	}
 
-	mods := inProject(t, dir, "go", "list", "-m", "all")
+	mods := inProject(t, dir, nil, "go", "list", "-m", "all")
 	t.Logf("go list -m all:\n%s", mods)
 	root := testwasm.Root(t)
 	for _, want := range []string{
@@ -84,7 +84,7 @@ func TestNewProjectTinyGo(t *testing.T) {
 	tinygo := testwasm.TinyGo(t)
 	dir := newProject(t)
 	root := testwasm.Root(t)
-	out := inProject(t, dir, "make", "scenarios-tinygo", "TINYGO="+tinygo,
+	out := inProject(t, dir, nil, "make", "scenarios-tinygo", "TINYGO="+tinygo,
 		"TINYGO_TARGET="+filepath.Join(root, testwasm.TinyGoTarget), "WASMSCHED="+testwasm.CLI(t))
 	if !strings.Contains(out, "3 passed, 0 failed") {
 		t.Fatalf("make scenarios-tinygo:\n%s", out)
@@ -139,25 +139,19 @@ func guideStart(t *testing.T) []string {
 // checkout (WASMSCHED_SDK, as the guide says until it is published).
 func runGuide(t *testing.T, home, dir, block string, env ...string) string {
 	t.Helper()
-	cmd := exec.Command("bash", "-euo", "pipefail", "-c", block)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "HOME="+home, "GOWORK=off", "GOFLAGS=",
-		"PATH="+filepath.Dir(testwasm.CLI(t))+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"WASMSCHED_SDK="+testwasm.Root(t))
 	// Go's caches stay where they are: by default they live in $HOME.
-	for _, v := range []string{"GOCACHE", "GOMODCACHE", "GOPATH"} {
-		val, err := exec.Command("go", "env", v).Output()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Env = append(cmd.Env, v+"="+strings.TrimSpace(string(val)))
-	}
-	cmd.Env = append(cmd.Env, env...)
-	out, err := cmd.CombinedOutput()
+	caches, err := exec.Command("go", "env", "GOCACHE", "GOMODCACHE", "GOPATH").Output()
 	if err != nil {
-		t.Fatalf("%s: %v\n%s", block, err, out)
+		t.Fatal(err)
 	}
-	return string(out)
+	c := strings.Split(strings.TrimSpace(string(caches)), "\n")
+	if len(c) != 3 {
+		t.Fatalf("go env printed %q", caches)
+	}
+	base := []string{"HOME=" + home, "GOCACHE=" + c[0], "GOMODCACHE=" + c[1], "GOPATH=" + c[2],
+		"PATH=" + filepath.Dir(testwasm.CLI(t)) + string(os.PathListSeparator) + os.Getenv("PATH"),
+		"WASMSCHED_SDK=" + testwasm.Root(t)}
+	return inProject(t, dir, append(base, env...), "bash", "-euo", "pipefail", "-c", block)
 }
 
 // TestGuideStart runs the guide's first commands as shown: from an empty
