@@ -7,8 +7,26 @@ TOOLS         := $(CURDIR)/.bin
 EXAMPLES      := $(notdir $(patsubst %/,%,$(dir $(wildcard examples/*/main.go))))
 GUEST_ENV     := GOOS=wasip1 GOARCH=wasm
 GUEST_FLAGS   := -buildmode=c-shared -trimpath -ldflags="-s -w"
-K8S_VERSION   := $(shell $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes 2>/dev/null)
-LDFLAGS       := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35
+# The Kubernetes minor to build for: go.mod's, the newest, unless K8S names
+# another that k8s/<minor>.mod describes (make build K8S=1.36). Such a build
+# runs outside the workspace with that module file and the build tag
+# k8s<minor>, which selects the files bridging the framework's API
+# differences (docs/compatibility.md, RATIONALE.md).
+K8S_DEFAULT   := $(shell sed -n 's|^\tk8s.io/kubernetes v\(1\.[0-9]*\)\..*|\1|p' go.mod)
+K8S_MINORS    := $(K8S_DEFAULT) $(shell ls k8s/*.mod 2>/dev/null | sed 's|k8s/\(.*\)\.mod|\1|' | sort -rV)
+K8S           ?= $(K8S_DEFAULT)
+export K8S
+ifeq ($(K8S),$(K8S_DEFAULT))
+KGO           := $(GO)
+KFLAGS        :=
+else ifneq ($(wildcard k8s/$(K8S).mod),)
+KGO           := GOWORK=off $(GO)
+KFLAGS        := -modfile=$(CURDIR)/k8s/$(K8S).mod -tags=k8s$(K8S)
+else
+$(error K8S=$(K8S): this tree builds for Kubernetes $(K8S_MINORS) (k8s/$(K8S).mod does not exist))
+endif
+K8S_VERSION   := $(shell $(KGO) list $(KFLAGS) -m -f '{{.Version}}' k8s.io/kubernetes 2>/dev/null)
+LDFLAGS       := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(K8S)))
 PLUGIN_GEN    := github.com/knqyf263/go-plugin/cmd/protoc-gen-go-plugin@v0.9.0
 # deepcopy-gen of the code-generator release matching the k8s.io/* staging
 # modules go.mod pins (k8s.io/apimachinery's version).
@@ -19,7 +37,7 @@ TEST_TIMEOUT  ?= 30m
 PKGS          := ./... ./abi/... ./guest/...
 RACE_PKGS     := ./host ./host/compose ./host/convert ./host/engine ./host/eval ./host/interrupt ./host/plugin ./host/policy ./host/pool
 
-.PHONY: all build build-cli build-up build-scheduler examples test-scenarios generate generate-abi generate-deepcopy check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo examples-tinygo test-tinygo sdk-proxy sdk-tidy
+.PHONY: minors default-minor smoke k8s-mods check-k8s-mods all build build-cli build-up build-scheduler examples test-scenarios generate generate-abi generate-deepcopy check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo examples-tinygo test-tinygo sdk-proxy sdk-tidy
 
 all: build examples
 
@@ -31,12 +49,12 @@ build: build-cli build-up
 ## build-cli: bin/wasmsched alone (eval, test, pack, push, status; no
 ## control plane linked, so it builds in a fraction of the time)
 build-cli:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/wasmsched ./cmd/wasmsched
+	$(KGO) build $(KFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN)/wasmsched ./cmd/wasmsched
 
 ## build-up: bin/wasmsched-up, etcd + kube-apiserver + the scheduler in one
 ## process
 build-up:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/wasmsched-up ./cmd/wasmsched-up
+	$(KGO) build $(KFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN)/wasmsched-up ./cmd/wasmsched-up
 
 ## build-scheduler: bin/kube-scheduler alone (SCHEDULER_OUT overrides the path;
 ## SCHEDULER_FLAGS and SCHEDULER_LDFLAGS add build and link flags: the
@@ -45,7 +63,7 @@ SCHEDULER_OUT     ?= $(BIN)/kube-scheduler
 SCHEDULER_FLAGS   ?=
 SCHEDULER_LDFLAGS ?=
 build-scheduler:
-	$(GO) build $(SCHEDULER_FLAGS) -ldflags "$(LDFLAGS) $(SCHEDULER_LDFLAGS)" -o $(SCHEDULER_OUT) ./cmd/kube-scheduler
+	$(KGO) build $(KFLAGS) $(SCHEDULER_FLAGS) -ldflags "$(LDFLAGS) $(SCHEDULER_LDFLAGS)" -o $(SCHEDULER_OUT) ./cmd/kube-scheduler
 
 ## run: embedded control plane + scheduler with the example policies, demo pods placed
 run: examples build-up
@@ -140,8 +158,9 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || { gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); echo "gofmt needed" >&2; exit 1; }
 
 ## test: every test (guests are built by the tests themselves); among them,
-## internal/tracked's refuses build outputs and files over 1 MiB in git ls-files
-test: vet
+## internal/tracked's refuses build outputs and files over 1 MiB in git ls-files.
+## On the default minor only: make smoke K8S=... tests another.
+test: default-minor vet
 	@# test/e2e runs kube-scheduler built with -race (failover, load): compile
 	@# it here, so that its tests only link it, within their timeout.
 	$(GO) build -race -o /dev/null ./cmd/kube-scheduler
@@ -150,6 +169,39 @@ test: vet
 	@# tests start a control plane, too costly to build with -race on 2 cores.
 	$(GO) test -count=1 -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
 	$(MAKE) --no-print-directory fuzz
+
+## minors: the Kubernetes minors this tree builds for, the default first
+minors:
+	@echo $(K8S_MINORS)
+
+default-minor:
+	@test "$(K8S)" = "$(K8S_DEFAULT)" || { echo "make $(MAKECMDGOALS) runs on the default minor, $(K8S_DEFAULT); make smoke K8S=$(K8S) tests $(K8S)" >&2; exit 1; }
+
+## smoke: the smoke suite (test/e2e's TestSmoke*) on Kubernetes K8S: its
+## in-process control plane and scheduler load the example modules of
+## bin/policies (make examples examples-tinygo writes them; every minor
+## loads the same files), and every bin/<minor>/kube-scheduler is run
+## against its API server for the version-skew check. Builds
+## bin/$(K8S)/kube-scheduler first.
+smoke:
+	@for m in $(addprefix $(BIN)/policies/,$(addsuffix .wasm,$(EXAMPLES)) gpu.tinygo.wasm); do \
+	  test -f $$m || { echo "$$m is missing: make examples examples-tinygo writes the modules make smoke loads" >&2; exit 1; }; done
+	$(MAKE) --no-print-directory build-scheduler SCHEDULER_OUT=$(BIN)/$(K8S)/kube-scheduler
+	$(BIN)/$(K8S)/kube-scheduler --version
+	WASMSCHED_MODULES=$(BIN)/policies WASMSCHED_TINYGO_MODULES=$(BIN)/policies \
+	  WASMSCHED_SKEW_SCHEDULERS="$$(ls $(BIN)/1.*/kube-scheduler)" \
+	  $(KGO) test $(KFLAGS) -count=1 -timeout $(TEST_TIMEOUT) -run '^TestSmoke' -v ./test/e2e/
+
+## k8s-mods: regenerate k8s/<minor>.mod and .sum from go.mod (after any
+## change to go.mod's requirements); K8S_MODS=1.36=v1.36.5 moves or adds a
+## minor. check-k8s-mods: fail if they differ from a fresh generation.
+K8S_MODS ?=
+k8s-mods:
+	$(GO) run ./internal/kubemod/kubemodgen $(K8S_MODS)
+
+check-k8s-mods: k8s-mods
+	@git diff --exit-code -- k8s/ && test -z "$$(git ls-files --others --exclude-standard -- k8s/)" || { \
+	  echo "k8s/ is stale: run make k8s-mods and commit" >&2; exit 1; }
 
 ## fuzz: every fuzz target for a fixed number of inputs each (about 5 s
 ## here; part of `make test`), or for FUZZTIME each when it is set.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wasmsched/wasmsched/internal/kubemod"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
@@ -30,6 +31,14 @@ func TestDocumentedCommands(t *testing.T) {
 	// wrote: its targets are the skeleton's.
 	project := makeTargets(t, filepath.Join(testwasm.Root(t), "cmd", "wasmsched", "skeleton", "Makefile.tmpl"))
 	first, last := guideStartLines(t)
+	all, err := kubemod.Minors(testwasm.Root(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	minors := map[string]bool{}
+	for _, m := range all {
+		minors[m.Minor] = true
+	}
 	made := 0
 	for _, c := range testwasm.DocCommands(t, "make") {
 		want := targets
@@ -39,6 +48,9 @@ func TestDocumentedCommands(t *testing.T) {
 			}
 		}
 		for _, a := range c.Args {
+			if v, ok := strings.CutPrefix(a, "K8S="); ok && !minors[v] {
+				t.Errorf("%s: make %s: the tree builds for no Kubernetes %s", c.Where, strings.Join(c.Args, " "), v)
+			}
 			if strings.HasPrefix(a, "-") || strings.Contains(a, "=") {
 				continue
 			}

@@ -52,8 +52,9 @@ func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	}
 }
 
-// PreBindPreFlight skips PreBind when no policy exports it.
-func (pl *Plugin) PreBindPreFlight(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+// preBindPreFlight skips PreBind when no policy exports it. The framework
+// method around it has a signature per Kubernetes minor (preflight*.go).
+func preBindPreFlight(cs fwk.CycleState) *fwk.Status {
 	st, err := getState(cs)
 	if err != nil {
 		return fwk.AsStatus(err)

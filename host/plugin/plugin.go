@@ -24,6 +24,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/host/compose"
+	"github.com/wasmsched/wasmsched/host/skew"
 )
 
 // Name is the plugin's name in scheduler configurations.
@@ -68,6 +69,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	args, err := DecodeArgs(obj)
 	if err != nil {
 		return nil, err
+	}
+	if h != nil && h.ClientSet() != nil {
+		if err := skew.Verify(ctx, h.ClientSet().Discovery()); err != nil {
+			return nil, err
+		}
 	}
 	registerMetrics()
 	logger := klog.FromContext(ctx).WithName(Name)

@@ -190,7 +190,10 @@ func TestCancelledWaitersLoseNothing(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if idle := len(p.Idle()); idle != p.Size() || created.Load() != 2 {
+	// Whether the storm ever needed the second object depends on how the
+	// goroutines were scheduled (on a loaded machine they may never
+	// overlap); that none was lost does not.
+	if idle := len(p.Idle()); idle != p.Size() || created.Load() > 2 {
 		t.Fatalf("%d idle of %d objects (%d created): objects were lost", idle, p.Size(), created.Load())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -64,8 +64,13 @@ func servingCertFlags(dir string) ([]string, error) {
 	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
 		return nil, err
 	}
+	// --cert-dir too: from 1.36 the test server, with the
+	// UnknownVersionInteroperabilityProxy gate (beta, on), reads its peer
+	// CA from <cert-dir>/apiserver.crt, which it writes only when it makes
+	// its own serving certificate.
 	return []string{
 		fmt.Sprintf("--tls-cert-file=%s", certFile),
 		fmt.Sprintf("--tls-private-key-file=%s", keyFile),
+		fmt.Sprintf("--cert-dir=%s", dir),
 	}, nil
 }

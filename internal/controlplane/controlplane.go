@@ -221,7 +221,7 @@ func (cp *ControlPlane) Client() kubernetes.Interface {
 
 // WriteKubeconfig writes an admin kubeconfig for the control plane to path
 // (mode 0600), with the CA and the token embedded. client-go and kubectl
-// (which must be within one minor version of 1.35) can use it.
+// (which must be within one minor version of the linked Kubernetes) can use it.
 func (cp *ControlPlane) WriteKubeconfig(path string) error {
 	return WriteKubeconfigFile(path, cp.config)
 }

@@ -170,6 +170,22 @@ func (t *hostTB) Setenv(key, value string) {
 	})
 }
 
+// Attr logs a key and value (testing.T.Attr reports it to the test runner).
+func (t *hostTB) Attr(key, value string) { t.Logf("%s: %s", key, value) }
+
+// Chdir changes the working directory until the control plane stops. Like
+// Setenv it is the process's.
+func (t *hostTB) Chdir(dir string) {
+	old, err := os.Getwd()
+	if err != nil {
+		t.Fatalf("chdir %s: %v", dir, err)
+	}
+	if err := os.Chdir(dir); err != nil {
+		t.Fatalf("chdir %s: %v", dir, err)
+	}
+	t.Cleanup(func() { _ = os.Chdir(old) })
+}
+
 func (t *hostTB) Skip(args ...any) {
 	t.Log(args...)
 	t.SkipNow()

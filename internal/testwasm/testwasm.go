@@ -50,6 +50,10 @@ func Path(tb testing.TB, pkg string) string {
 	if p, ok := built[pkg]; ok {
 		return p
 	}
+	if p, ok := prebuilt(tb, EnvModules, pkg, ".wasm"); ok {
+		built[pkg] = p
+		return p
+	}
 	root := Root(tb)
 	out := filepath.Join(cacheDir(tb, root), strings.ReplaceAll(pkg, "/", "_")+".wasm")
 	// Build to a private name and rename, so test processes of other
@@ -74,6 +78,31 @@ func Path(tb testing.TB, pkg string) string {
 	}
 	built[pkg] = out
 	return out
+}
+
+// EnvModules names a directory of example modules already built (`make
+// examples` writes bin/policies): Path and Bytes take examples/<name> from
+// <dir>/<name>.wasm instead of building it, so that the tests of every
+// Kubernetes minor load the same files (make smoke).
+const EnvModules = "WASMSCHED_MODULES"
+
+// prebuilt returns <$env>/<name><suffix> for pkg examples/<name> when the
+// environment variable env names a directory; a module missing there fails
+// the test rather than being built.
+func prebuilt(tb testing.TB, env, pkg, suffix string) (string, bool) {
+	tb.Helper()
+	dir, name := os.Getenv(env), strings.TrimPrefix(pkg, "examples/")
+	if dir == "" || name == pkg {
+		return "", false
+	}
+	p, err := filepath.Abs(filepath.Join(dir, name+suffix))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		tb.Fatalf("%s=%s: no module for %s: %v", env, dir, pkg, err)
+	}
+	return p, true
 }
 
 // cacheDir returns the directory holding this checkout's builds, creating

@@ -72,23 +72,20 @@ func TinyGo(tb testing.TB) string {
 // is built from: test processes of other packages reuse them.
 func TinyGoPath(tb testing.TB, pkg string) string {
 	tb.Helper()
+	mu.Lock()
+	if p, ok := tinygoBuilt[pkg]; ok {
+		mu.Unlock()
+		return p
+	}
+	if p, ok := prebuilt(tb, EnvTinyGoModules, pkg, ".tinygo.wasm"); ok {
+		tinygoBuilt[pkg] = p
+		mu.Unlock()
+		return p
+	}
+	mu.Unlock()
 	bin := TinyGo(tb)
 	mu.Lock()
 	defer mu.Unlock()
-	if p, ok := tinygoBuilt[pkg]; ok {
-		return p
-	}
-	if dir, name := os.Getenv(EnvTinyGoModules), strings.TrimPrefix(pkg, "examples/"); dir != "" && name != pkg {
-		p, err := filepath.Abs(filepath.Join(dir, name+".tinygo.wasm"))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if _, err := os.Stat(p); err != nil {
-			tb.Fatalf("%s=%s: no module for %s: %v", EnvTinyGoModules, dir, pkg, err)
-		}
-		tinygoBuilt[pkg] = p
-		return p
-	}
 	root := Root(tb)
 	dir := cacheDir(tb, root)
 	key, err := tinygoKey(root, bin, pkg)

@@ -330,7 +330,7 @@ func agreeEvaluator(t *testing.T, ctx context.Context, policies []policy) *eval.
 func pluginReport(t *testing.T, ctx context.Context, ps *controlplane.PreparedScheduler, fw framework.Framework, pl *plugin.Plugin, pod *v1.Pod, selected string) *eval.Report {
 	t.Helper()
 	rep := &eval.Report{Pod: pod.Namespace + "/" + pod.Name}
-	res, schedErr := ps.Scheduler.SchedulePod(ctx, fw, framework.NewCycleState(), pod)
+	res, schedErr := schedulePod(ctx, ps.Scheduler, fw, pod)
 
 	state := framework.NewCycleState()
 	all, err := fw.SnapshotSharedLister().NodeInfos().List()
@@ -447,7 +447,7 @@ func pluginBind(ctx context.Context, state fwk.CycleState, pl *plugin.Plugin, po
 		s, wait = pl.Permit(ctx, state, pod, node)
 	}
 	if s.IsSuccess() {
-		if s = pl.PreBindPreFlight(ctx, state, pod, node); s.IsSkip() {
+		if s = preBindPreFlight(ctx, pl, state, pod, node); s.IsSkip() {
 			s = nil
 		} else if s.IsSuccess() {
 			s = pl.PreBind(ctx, state, pod, node)

@@ -29,6 +29,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 
 	"github.com/wasmsched/wasmsched/host/plugin"
+	"github.com/wasmsched/wasmsched/host/skew"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
@@ -200,8 +201,8 @@ func TestManifestsApply(t *testing.T) {
 func TestKubeSchedulerBinary(t *testing.T) {
 	bin := schedulerBinary(t)
 	out, err := exec.Command(bin, "--version").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "Kubernetes v1.35.8") {
-		t.Fatalf("kube-scheduler --version = %q, %v; want Kubernetes v1.35.8", out, err)
+	if want := "Kubernetes v" + skew.Minor + "."; err != nil || !strings.Contains(string(out), want) {
+		t.Fatalf("kube-scheduler --version = %q, %v; want %s<patch>, the minor it links", out, err, want)
 	}
 
 	c := startCluster(t, nil)

@@ -21,7 +21,6 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
-	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/wasmsched/wasmsched/host/plugin"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
@@ -282,7 +281,7 @@ func BenchmarkPerfScheduling(b *testing.B) {
 		},
 	}
 	perf.PluginNames = append(perf.PluginNames, NativeName, plugin.Name)
-	prepare := func(tCtx ktesting.TContext) error {
+	prepare := func(tCtx tContext) error {
 		if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
 			tCtx.Logf("cannot reset peak RSS: %v", err)
 		}
@@ -342,7 +341,7 @@ func BenchmarkPerfScheduling(b *testing.B) {
 // without GPUs, a training pod (which wants an A100 or H100 and does not
 // accept shared GPUs) on a time-sliced T4. The default profile places
 // training pods on T4s: it knows no such rule.
-func checkPlacements(tCtx ktesting.TContext, name string) {
+func checkPlacements(tCtx tContext, name string) {
 	if !strings.Contains(name, "/GPU_") || strings.Contains(name, "/GPU_default") {
 		return
 	}
