@@ -182,7 +182,8 @@ default-minor:
 ## bin/policies (make examples examples-tinygo writes them; every minor
 ## loads the same files), and every bin/<minor>/kube-scheduler is run
 ## against its API server for the version-skew check. Builds
-## bin/$(K8S)/kube-scheduler first.
+## bin/$(K8S)/kube-scheduler first, and ends with make run's demo on
+## bin/$(K8S)/wasmsched-up (--demo --exit: every pod as expected).
 smoke:
 	@for m in $(addprefix $(BIN)/policies/,$(addsuffix .wasm,$(EXAMPLES)) gpu.tinygo.wasm); do \
 	  test -f $$m || { echo "$$m is missing: make examples examples-tinygo writes the modules make smoke loads" >&2; exit 1; }; done
@@ -191,6 +192,8 @@ smoke:
 	WASMSCHED_MODULES=$(BIN)/policies WASMSCHED_TINYGO_MODULES=$(BIN)/policies \
 	  WASMSCHED_SKEW_SCHEDULERS="$$(ls $(BIN)/1.*/kube-scheduler)" \
 	  $(KGO) test $(KFLAGS) -count=1 -timeout $(TEST_TIMEOUT) -run '^TestSmoke' -v ./test/e2e/
+	$(KGO) build $(KFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN)/$(K8S)/wasmsched-up ./cmd/wasmsched-up
+	$(BIN)/$(K8S)/wasmsched-up --demo --exit --policies $(BIN)/policies
 
 ## k8s-mods: regenerate k8s/<minor>.mod and .sum from go.mod (after any
 ## change to go.mod's requirements); K8S_MODS=1.36=v1.36.5 moves or adds a

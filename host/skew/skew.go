@@ -60,9 +60,9 @@ func Check(info *apiversion.Info) error {
 
 func check(build string, info *apiversion.Info) error {
 	major, minor, reported := info.Major, info.Minor, info.GitVersion
-	if info.EmulationMajor != "" {
+	if e := info.EmulationMajor + "." + digits(info.EmulationMinor); info.EmulationMajor != "" && e != major+"."+digits(minor) {
 		major, minor = info.EmulationMajor, info.EmulationMinor
-		reported += " emulating " + major + "." + digits(minor)
+		reported += " emulating " + e
 	}
 	server := digits(major) + "." + digits(minor)
 	a, ok := parse(server)

@@ -27,6 +27,9 @@ func TestCheck(t *testing.T) {
 		{"1.37", apiversion.Info{Major: "1", Minor: "37", GitVersion: "v1.37.2", EmulationMajor: "1", EmulationMinor: "36"},
 			"the kube-apiserver is 1.36 (v1.37.2 emulating 1.36): a scheduler may be as new as the apiserver"},
 		{"1.36", apiversion.Info{Major: "1", Minor: "37", GitVersion: "v1.37.2", EmulationMajor: "1", EmulationMinor: "36"}, ""},
+		// Every apiserver reports its emulation version, usually its own.
+		{"1.37", apiversion.Info{Major: "1", Minor: "36", GitVersion: "v1.36.4", EmulationMajor: "1", EmulationMinor: "36"},
+			"the kube-apiserver is 1.36 (v1.36.4): a scheduler"},
 		{"1.37", apiversion.Info{GitVersion: "v0.0.0-master+$Format:%H$"}, `no Kubernetes 1.x minor`},
 	} {
 		err := check(tc.build, &tc.info)

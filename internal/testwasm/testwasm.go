@@ -81,7 +81,7 @@ func Path(tb testing.TB, pkg string) string {
 }
 
 // EnvModules names a directory of example modules already built (`make
-// examples` writes bin/policies): Path and Bytes take examples/<name> from
+// examples` writes bin/policies; a relative path is the repository's): Path and Bytes take examples/<name> from
 // <dir>/<name>.wasm instead of building it, so that the tests of every
 // Kubernetes minor load the same files (make smoke).
 const EnvModules = "WASMSCHED_MODULES"
@@ -95,10 +95,10 @@ func prebuilt(tb testing.TB, env, pkg, suffix string) (string, bool) {
 	if dir == "" || name == pkg {
 		return "", false
 	}
-	p, err := filepath.Abs(filepath.Join(dir, name+suffix))
-	if err != nil {
-		tb.Fatal(err)
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(Root(tb), dir) // tests run in their package's directory
 	}
+	p := filepath.Join(dir, name+suffix)
 	if _, err := os.Stat(p); err != nil {
 		tb.Fatalf("%s=%s: no module for %s: %v", env, dir, pkg, err)
 	}

@@ -216,6 +216,11 @@ func TestSmokeSkew(t *testing.T) {
 				if err == nil || !strings.Contains(log.String(), want) {
 					t.Fatalf("kube-scheduler 1.%d against Kubernetes %s exited (%v) without the error %q", minor, skew.Minor, err, want)
 				}
+				for _, line := range strings.Split(log.String(), "\n") {
+					if strings.Contains(line, want) {
+						t.Logf("refused (%v): %s", err, line)
+					}
+				}
 			case <-time.After(60 * time.Second):
 				t.Fatalf("kube-scheduler 1.%d against Kubernetes %s still running after 60s: it should refuse", minor, skew.Minor)
 			}
