@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	apiversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/discovery"
@@ -83,7 +84,7 @@ func check(build string, info *apiversion.Info) error {
 // apiserver better.
 func Verify(ctx context.Context, client discovery.ServerVersionInterface) error {
 	logger := klog.FromContext(ctx)
-	info, err := client.ServerVersion()
+	info, err := serverVersion(ctx, client)
 	if err != nil {
 		logger.Info("Cannot check the version skew: asking the kube-apiserver for its version failed", "err", err, "build", Minor)
 		return nil
@@ -102,6 +103,31 @@ func Verify(ctx context.Context, client discovery.ServerVersionInterface) error 
 		return nil
 	default:
 		return err
+	}
+}
+
+// askTimeout bounds the version request: the discovery client takes no
+// context, and an apiserver that does not answer is the scheduler's own
+// start-up's to report.
+const askTimeout = 30 * time.Second
+
+func serverVersion(ctx context.Context, client discovery.ServerVersionInterface) (*apiversion.Info, error) {
+	type answer struct {
+		info *apiversion.Info
+		err  error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		info, err := client.ServerVersion()
+		ch <- answer{info, err}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, askTimeout)
+	defer cancel()
+	select {
+	case a := <-ch:
+		return a.info, a.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("no answer: %w", ctx.Err())
 	}
 }
 

@@ -1,7 +1,9 @@
 package skew
 
 import (
+	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -50,5 +52,36 @@ func TestCheck(t *testing.T) {
 func TestMinorIsLinked(t *testing.T) {
 	if _, ok := parse(Minor); !ok {
 		t.Fatalf("Minor %q is not 1.N", Minor)
+	}
+}
+
+// reporting answers a fixed version, as an apiserver of another minor
+// would (one cannot run in this process).
+type reporting apiversion.Info
+
+func (r reporting) ServerVersion() (*apiversion.Info, error) {
+	info := apiversion.Info(r)
+	return &info, nil
+}
+
+// Verify refuses a pairing outside the policy unless WASMSCHED_SKEW_CHECK
+// is warn, and lets through an apiserver that cannot say.
+func TestVerify(t *testing.T) {
+	m, _ := parse(Minor)
+	twoNewer := reporting{Major: "1", Minor: strconv.Itoa(m + 2), GitVersion: "v1." + strconv.Itoa(m+2) + ".0"}
+	var skewErr *Error
+	if err := Verify(context.Background(), twoNewer); !errors.As(err, &skewErr) {
+		t.Fatalf("Verify against 1.%d = %v, want a skew error", m+2, err)
+	}
+	t.Setenv(EnvCheck, "warn")
+	if err := Verify(context.Background(), twoNewer); err != nil {
+		t.Fatalf("Verify with %s=warn = %v, want nil", EnvCheck, err)
+	}
+	t.Setenv(EnvCheck, "")
+	if err := Verify(context.Background(), reporting{GitVersion: "v0.0.0-master"}); err != nil {
+		t.Fatalf("Verify against a development build = %v, want nil (logged)", err)
+	}
+	if err := Verify(context.Background(), reporting{Major: "1", Minor: strconv.Itoa(m) + "+"}); err != nil {
+		t.Fatalf("Verify against 1.%d+ = %v, want nil", m, err)
 	}
 }
