@@ -196,8 +196,8 @@ smoke:
 	$(BIN)/$(K8S)/wasmsched-up --demo --exit --policies $(BIN)/policies
 
 ## k8s-mods: regenerate k8s/<minor>.mod and .sum from go.mod (after any
-## change to go.mod's requirements); K8S_MODS=1.36=v1.36.5 moves or adds a
-## minor. check-k8s-mods: fail if they differ from a fresh generation.
+## change to go.mod's requirements); K8S_MODS=MINOR=VERSION (1.36=v1.36.4)
+## moves or adds a minor. check-k8s-mods: fail if they differ from a fresh generation.
 K8S_MODS ?=
 k8s-mods:
 	$(GO) run ./internal/kubemod/kubemodgen $(K8S_MODS)
