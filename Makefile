@@ -52,9 +52,10 @@ build-cli:
 	$(KGO) build $(KFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN)/wasmsched ./cmd/wasmsched
 
 ## build-up: bin/wasmsched-up, etcd + kube-apiserver + the scheduler in one
-## process
+## process (UP_OUT overrides the path)
+UP_OUT ?= $(BIN)/wasmsched-up
 build-up:
-	$(KGO) build $(KFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN)/wasmsched-up ./cmd/wasmsched-up
+	$(KGO) build $(KFLAGS) -ldflags "$(LDFLAGS)" -o $(UP_OUT) ./cmd/wasmsched-up
 
 ## build-scheduler: bin/kube-scheduler alone (SCHEDULER_OUT overrides the path;
 ## SCHEDULER_FLAGS and SCHEDULER_LDFLAGS add build and link flags: the
@@ -192,7 +193,7 @@ smoke:
 	WASMSCHED_MODULES=$(BIN)/policies WASMSCHED_TINYGO_MODULES=$(BIN)/policies \
 	  WASMSCHED_SKEW_SCHEDULERS="$$(ls $(BIN)/1.*/kube-scheduler)" \
 	  $(KGO) test $(KFLAGS) -count=1 -timeout $(TEST_TIMEOUT) -run '^TestSmoke' -v ./test/e2e/
-	$(KGO) build $(KFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN)/$(K8S)/wasmsched-up ./cmd/wasmsched-up
+	$(MAKE) --no-print-directory build-up UP_OUT=$(BIN)/$(K8S)/wasmsched-up
 	$(BIN)/$(K8S)/wasmsched-up --demo --exit --policies $(BIN)/policies
 
 ## k8s-mods: regenerate k8s/<minor>.mod and .sum from go.mod (after any

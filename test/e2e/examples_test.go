@@ -35,10 +35,12 @@ func (b build) policy(t *testing.T, name, settings string) policy {
 	return p
 }
 
-func gpuNode(c *cluster, name, product, memMiB string, gpus int64) {
+// gpuNode creates a node with gpus GPUs of product, labelled as GPU Feature
+// Discovery labels it, and with the extra labels (key, value, ...).
+func gpuNode(c *cluster, name, product, memMiB string, gpus int64, extra ...string) {
 	c.t.Helper()
-	n := c.node(name, labels("nvidia.com/gpu.present", "true", "nvidia.com/gpu.product", product,
-		"nvidia.com/gpu.memory", memMiB, "nvidia.com/gpu.sharing-strategy", "none"))
+	n := c.node(name, labels(append([]string{"nvidia.com/gpu.present", "true", "nvidia.com/gpu.product", product,
+		"nvidia.com/gpu.memory", memMiB, "nvidia.com/gpu.sharing-strategy", "none"}, extra...)...))
 	n.Status.Allocatable["nvidia.com/gpu"] = *resource.NewQuantity(gpus, resource.DecimalSI)
 	n.Status.Capacity["nvidia.com/gpu"] = *resource.NewQuantity(gpus, resource.DecimalSI)
 	if _, err := c.client.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {

@@ -135,7 +135,12 @@ const raceWarning = "WARNING: DATA RACE"
 // unless the extra flags say otherwise.
 func startReplica(t *testing.T, name, config string, extra ...string) *replica {
 	t.Helper()
-	bin := schedulerBinary(t)
+	return startBinary(t, schedulerBinary(t), name, config, extra...)
+}
+
+// startBinary is startReplica with a kube-scheduler binary of the caller's.
+func startBinary(t *testing.T, bin, name, config string, extra ...string) *replica {
+	t.Helper()
 	r := &replica{t: t, name: name, out: &lockedBuffer{}, done: make(chan struct{})}
 	r.cmd = exec.Command(bin, append([]string{"--config=" + config, "--secure-port=0", "--v=2"}, extra...)...)
 	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out

@@ -102,12 +102,17 @@ var hostileCases = []hostileCase{
 		reason: []string{"probe: wasi: open /etc/passwd: denied; open .: denied; open /: denied; write /tmp/probe: denied; environ: empty; args: none; socket fd 3: denied; socket fd 4: denied; socket fd 5: denied"}},
 }
 
-// hostilePolicy is a probe that misbehaves for pods labelled
+// hostileProbe is a probe policy that misbehaves for pods labelled
 // hostile=<name>.
-func hostilePolicy(t *testing.T, name, at, how, failurePolicy string, extra map[string]any) map[string]any {
+func hostileProbe(name, at, how, failurePolicy string) policy {
 	settings := fmt.Sprintf(`{"at": %q, "how": %q, "when": "hostile=%s"}`, at, how, name)
 	// One instance: a call after a failure can only succeed on a fresh one.
-	a := policy{Name: name, Package: "test/guests/probe", Settings: settings, FailurePolicy: failurePolicy, MaxInstances: 1}.args(t)
+	return policy{Name: name, Package: "test/guests/probe", Settings: settings, FailurePolicy: failurePolicy, MaxInstances: 1}
+}
+
+// hostilePolicy is hostileProbe's scheduler arguments, with extra ones.
+func hostilePolicy(t *testing.T, name, at, how, failurePolicy string, extra map[string]any) map[string]any {
+	a := hostileProbe(name, at, how, failurePolicy).args(t)
 	for k, v := range extra {
 		a[k] = v
 	}
@@ -205,43 +210,7 @@ func TestHostileGuests(t *testing.T) {
 				c.waitCondition(t, hc.name, 60*time.Second, hc.reason...)
 				return
 			}
-			fail, ignore := hc.name+"-fail", hc.name+"-ignore"
-			switch {
-			case hc.informational && hc.verdict == "":
-				c.waitBound(fail, 60*time.Second)
-			case hc.informational:
-				c.waitCondition(t, fail, 60*time.Second, hc.verdict)
-			default:
-				want := []string{fail + ": policy failed (failurePolicy Fail): policy " + fail + "@", hc.failure}
-				if hc.verdict != "" {
-					want = append(want, hc.verdict)
-				}
-				c.waitCondition(t, fail, 60*time.Second, want...)
-			}
-			if hc.verdict == "" {
-				c.waitBound(ignore, 60*time.Second)
-			} else {
-				c.waitCondition(t, ignore, 60*time.Second, hc.verdict)
-			}
-			// Ignore: the skip is an Event on the pod naming the policy and
-			// the failure, and a metric.
-			ev := c.waitEvent(t, ignore, "PolicySkipped", 60*time.Second)
-			for _, want := range []string{ignore + ": policy failed and was skipped for this attempt (failurePolicy Ignore): policy " + ignore + "@", hc.failure} {
-				if !strings.Contains(ev, want) {
-					t.Errorf("PolicySkipped event %q lacks %q", ev, want)
-				}
-			}
-			for _, name := range []string{fail, ignore} {
-				if v := metricValue(t, "wasmsched_policy_errors_total", map[string]string{"policy": name, "point": hc.point, "kind": hc.kind}); v < 1 {
-					t.Errorf("wasmsched_policy_errors_total{policy=%q,point=%q,kind=%q} = %v, want at least 1", name, hc.point, hc.kind, v)
-				}
-			}
-			if v := metricValue(t, "wasmsched_policy_skips_total", map[string]string{"policy": ignore, "point": hc.point, "kind": hc.kind}); v < 1 {
-				t.Errorf("wasmsched_policy_skips_total{policy=%q,point=%q,kind=%q} = %v, want at least 1", ignore, hc.point, hc.kind, v)
-			}
-			if v := metricValue(t, "wasmsched_policy_skips_total", map[string]string{"policy": fail}); v != 0 {
-				t.Errorf("policy %s (failurePolicy Fail) was skipped %v times", fail, v)
-			}
+			c.checkFailure(t, hc)
 		})
 	}
 
@@ -320,6 +289,53 @@ func TestHostileGuestRareDeadline(t *testing.T) {
 		if v := metricValue(t, "wasmsched_policy_errors_total", map[string]string{"policy": name, "kind": "broken"}); v != 0 {
 			t.Errorf("policy %s: %v calls reached a failed instance", name, v)
 		}
+	}
+}
+
+// checkFailure checks a failure case (hc.kind set) on its pods
+// <name>-fail and <name>-ignore, each labelled for the probe of its name
+// and failure policy: under Fail the pod is held with a condition naming
+// the policy and the failure (or hc.verdict), under Ignore it is treated as
+// if the policy were absent; the skip is an Event and a metric, and both
+// failures are counted.
+func (c *cluster) checkFailure(t *testing.T, hc hostileCase) {
+	t.Helper()
+	fail, ignore := hc.name+"-fail", hc.name+"-ignore"
+	switch {
+	case hc.informational && hc.verdict == "":
+		c.waitBound(fail, 60*time.Second)
+	case hc.informational:
+		c.waitCondition(t, fail, 60*time.Second, hc.verdict)
+	default:
+		want := []string{fail + ": policy failed (failurePolicy Fail): policy " + fail + "@", hc.failure}
+		if hc.verdict != "" {
+			want = append(want, hc.verdict)
+		}
+		c.waitCondition(t, fail, 60*time.Second, want...)
+	}
+	if hc.verdict == "" {
+		c.waitBound(ignore, 60*time.Second)
+	} else {
+		c.waitCondition(t, ignore, 60*time.Second, hc.verdict)
+	}
+	// Ignore: the skip is an Event on the pod naming the policy and
+	// the failure, and a metric.
+	ev := c.waitEvent(t, ignore, "PolicySkipped", 60*time.Second)
+	for _, want := range []string{ignore + ": policy failed and was skipped for this attempt (failurePolicy Ignore): policy " + ignore + "@", hc.failure} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("PolicySkipped event %q lacks %q", ev, want)
+		}
+	}
+	for _, name := range []string{fail, ignore} {
+		if v := metricValue(t, "wasmsched_policy_errors_total", map[string]string{"policy": name, "point": hc.point, "kind": hc.kind}); v < 1 {
+			t.Errorf("wasmsched_policy_errors_total{policy=%q,point=%q,kind=%q} = %v, want at least 1", name, hc.point, hc.kind, v)
+		}
+	}
+	if v := metricValue(t, "wasmsched_policy_skips_total", map[string]string{"policy": ignore, "point": hc.point, "kind": hc.kind}); v < 1 {
+		t.Errorf("wasmsched_policy_skips_total{policy=%q,point=%q,kind=%q} = %v, want at least 1", ignore, hc.point, hc.kind, v)
+	}
+	if v := metricValue(t, "wasmsched_policy_skips_total", map[string]string{"policy": fail}); v != 0 {
+		t.Errorf("policy %s (failurePolicy Fail) was skipped %v times", fail, v)
 	}
 }
 

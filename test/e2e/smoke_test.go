@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -12,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/wasmsched/wasmsched/host/skew"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
@@ -31,23 +28,17 @@ import (
 // served from ConfigMaps and hot-reloaded.
 func TestSmoke(t *testing.T) {
 	t.Logf("Kubernetes %s", skew.Minor)
-	probe := func(name, failurePolicy string) policy {
-		return policy{Name: name, Package: "test/guests/probe", FailurePolicy: failurePolicy, MaxInstances: 1,
-			Settings: fmt.Sprintf(`{"at": "filter", "how": "panic", "when": "hostile=%s"}`, name)}
-	}
+	hc := hostileCaseNamed(t, "filter-panic")
 	composed := []policy{
 		{Name: "gpu", Package: "examples/gpu"},
 		{Name: "zone", Package: "examples/zone", Settings: `{"deniedZones": ["d"]}`},
-		probe("probe-fail", "Fail"),
-		probe("probe-ignore", "Ignore"),
+		hostileProbe(hc.name+"-fail", hc.at, hc.how, "Fail"),
+		hostileProbe(hc.name+"-ignore", hc.at, hc.how, "Ignore"),
 	}
 	logModules(t, composed)
 	c := startCluster(t, composed)
-	gpuNode(c, "a100", "NVIDIA-A100-SXM4-80GB", "81920", 4)
-	gpuNode(c, "l4", "NVIDIA-L4", "23034", 2)
-	for name, zone := range map[string]string{"a100": "a", "l4": "b"} {
-		c.setLabel(name, "topology.kubernetes.io/zone", zone)
-	}
+	gpuNode(c, "a100", "NVIDIA-A100-SXM4-80GB", "81920", 4, "topology.kubernetes.io/zone", "a")
+	gpuNode(c, "l4", "NVIDIA-L4", "23034", 2, "topology.kubernetes.io/zone", "b")
 	c.node("cpu-c", labels("topology.kubernetes.io/zone", "c"))
 	c.node("cpu-d", labels("topology.kubernetes.io/zone", "d"))
 
@@ -70,23 +61,14 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("FailedScheduling %q lacks the gpu reason", msg)
 	}
 	// A policy that traps: under Fail the pod stays Pending naming the
-	// policy and the failure; under Ignore it is placed, and the skip is
-	// an Event and a metric.
-	const failure = "filter: wasm error: unreachable: panic: probe: deliberate panic in filter"
-	c.pod("fails", label("hostile", "probe-fail"))
-	c.waitCondition(t, "fails", 60*time.Second, "probe-fail: policy failed (failurePolicy Fail): policy probe-fail@", failure)
-	c.pod("ignored", label("hostile", "probe-ignore"))
-	if n := c.waitBound("ignored", 60*time.Second); n != "cpu-c" {
-		t.Fatalf("ignored on %s, want cpu-c", n)
+	// policy and the failure; under Ignore it is placed as without the
+	// policy, and the skip is an Event and a metric.
+	for _, p := range []string{hc.name + "-fail", hc.name + "-ignore"} {
+		c.pod(p, label("hostile", p))
 	}
-	ev := c.waitEvent(t, "ignored", "PolicySkipped", 60*time.Second)
-	if want := "probe-ignore: policy failed and was skipped for this attempt (failurePolicy Ignore): policy probe-ignore@"; !strings.Contains(ev, want) || !strings.Contains(ev, failure) {
-		t.Fatalf("PolicySkipped event %q lacks %q and %q", ev, want, failure)
-	}
-	for _, name := range []string{"probe-fail", "probe-ignore"} {
-		if v := metricValue(t, "wasmsched_policy_errors_total", map[string]string{"policy": name, "point": "filter", "kind": "trap"}); v < 1 {
-			t.Errorf("wasmsched_policy_errors_total{policy=%q,point=filter,kind=trap} = %v, want at least 1", name, v)
-		}
+	c.checkFailure(t, hc)
+	if n := c.waitBound(hc.name+"-ignore", 60*time.Second); n != "cpu-c" {
+		t.Fatalf("%s-ignore on %s, want cpu-c", hc.name, n)
 	}
 
 	// The TinyGo build of gpu, composed with the Go build of zone: one GPU
@@ -125,18 +107,16 @@ func TestSmoke(t *testing.T) {
 	}
 }
 
-// setLabel labels a node.
-func (c *cluster) setLabel(node, key, value string) {
-	c.t.Helper()
-	ctx := context.Background()
-	n, err := c.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		c.t.Fatal(err)
+// hostileCaseNamed returns the hostile case of that name.
+func hostileCaseNamed(t *testing.T, name string) hostileCase {
+	t.Helper()
+	for _, hc := range hostileCases {
+		if hc.name == name {
+			return hc
+		}
 	}
-	n.Labels[key] = value
-	if _, err := c.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
-		c.t.Fatal(err)
-	}
+	t.Fatalf("no hostile case %s", name)
+	return hostileCase{}
 }
 
 // logModules logs the digest of every module policies load, so that runs
@@ -186,21 +166,7 @@ func TestSmokeSkew(t *testing.T) {
 		minor, _ := strconv.Atoi(string(m[1]))
 		allowed := minor == server || minor == server-1
 		t.Run(fmt.Sprintf("1.%d", minor), func(t *testing.T) {
-			cmd := exec.Command(bin, "--config="+config, "--secure-port=0")
-			var log lockedBuffer
-			cmd.Stdout, cmd.Stderr = &log, &log
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			defer func() {
-				_ = cmd.Process.Kill()
-				<-done
-				if t.Failed() {
-					t.Logf("kube-scheduler 1.%d output:\n%s", minor, tail(log.String(), 60))
-				}
-			}()
+			r := startBinary(t, bin, fmt.Sprintf("kube-scheduler 1.%d", minor), config)
 			if allowed {
 				pod := fmt.Sprintf("skew-%d", i)
 				c.pod(pod)
@@ -210,15 +176,15 @@ func TestSmokeSkew(t *testing.T) {
 				return
 			}
 			select {
-			case err := <-done:
-				done <- err
+			case <-r.done:
 				want := fmt.Sprintf("version skew: this kube-scheduler is built from Kubernetes 1.%d and the kube-apiserver is %s", minor, skew.Minor)
-				if err == nil || !strings.Contains(log.String(), want) {
-					t.Fatalf("kube-scheduler 1.%d against Kubernetes %s exited (%v) without the error %q", minor, skew.Minor, err, want)
+				out := r.out.String()
+				if r.err == nil || !strings.Contains(out, want) {
+					t.Fatalf("kube-scheduler 1.%d against Kubernetes %s exited (%v) without the error %q", minor, skew.Minor, r.err, want)
 				}
-				for _, line := range strings.Split(log.String(), "\n") {
+				for _, line := range strings.Split(out, "\n") {
 					if strings.Contains(line, want) {
-						t.Logf("refused (%v): %s", err, line)
+						t.Logf("refused (%v): %s", r.err, line)
 					}
 				}
 			case <-time.After(60 * time.Second):
