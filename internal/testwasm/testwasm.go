@@ -47,11 +47,7 @@ func Path(tb testing.TB, pkg string) string {
 	tb.Helper()
 	mu.Lock()
 	defer mu.Unlock()
-	if p, ok := built[pkg]; ok {
-		return p
-	}
-	if p, ok := prebuilt(tb, EnvModules, pkg, ".wasm"); ok {
-		built[pkg] = p
+	if p, ok := knownLocked(tb, built, EnvModules, pkg, ".wasm"); ok {
 		return p
 	}
 	root := Root(tb)
@@ -85,6 +81,28 @@ func Path(tb testing.TB, pkg string) string {
 // <dir>/<name>.wasm instead of building it, so that the tests of every
 // Kubernetes minor load the same files (make smoke).
 const EnvModules = "WASMSCHED_MODULES"
+
+// known returns pkg's module when this process has it already (in cache,
+// built or prebuilt) or the directory env names holds it.
+func known(tb testing.TB, cache map[string]string, env, pkg, suffix string) (string, bool) {
+	tb.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	return knownLocked(tb, cache, env, pkg, suffix)
+}
+
+// knownLocked is known for a caller holding mu.
+func knownLocked(tb testing.TB, cache map[string]string, env, pkg, suffix string) (string, bool) {
+	tb.Helper()
+	if p, ok := cache[pkg]; ok {
+		return p, true
+	}
+	p, ok := prebuilt(tb, env, pkg, suffix)
+	if ok {
+		cache[pkg] = p
+	}
+	return p, ok
+}
 
 // prebuilt returns <$env>/<name><suffix> for pkg examples/<name> when the
 // environment variable env names a directory; a module missing there fails

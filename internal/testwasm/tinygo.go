@@ -72,17 +72,10 @@ func TinyGo(tb testing.TB) string {
 // is built from: test processes of other packages reuse them.
 func TinyGoPath(tb testing.TB, pkg string) string {
 	tb.Helper()
-	mu.Lock()
-	if p, ok := tinygoBuilt[pkg]; ok {
-		mu.Unlock()
+	// Before the toolchain: modules already built need none.
+	if p, ok := known(tb, tinygoBuilt, EnvTinyGoModules, pkg, ".tinygo.wasm"); ok {
 		return p
 	}
-	if p, ok := prebuilt(tb, EnvTinyGoModules, pkg, ".tinygo.wasm"); ok {
-		tinygoBuilt[pkg] = p
-		mu.Unlock()
-		return p
-	}
-	mu.Unlock()
 	bin := TinyGo(tb)
 	mu.Lock()
 	defer mu.Unlock()
