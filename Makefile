@@ -144,11 +144,12 @@ generate-abi: protoc
 	rm -f abi/v1/policy_host.pb.go abi/v1/policy_plugin.pb.go abi/v1/policy_options.pb.go
 
 generate-deepcopy:
-	$(GO) run $(DEEPCOPY_GEN) --output-file zz_generated.deepcopy.go ./host/plugin
+	$(GO) run $(DEEPCOPY_GEN) --output-file zz_generated.deepcopy.go ./host/plugin ./host/api/v1alpha1
+	cp host/api/v1alpha1/schedulingpolicy.crd.yaml manifests/crd.yaml
 
 ## check-generate: fail if the committed generated code differs from a fresh
 ## generation (or a generated file is not committed)
-GENERATED := abi/v1/ host/plugin/zz_generated.deepcopy.go
+GENERATED := abi/v1/ host/plugin/zz_generated.deepcopy.go host/api/v1alpha1/zz_generated.deepcopy.go manifests/crd.yaml
 check-generate: generate
 	@git diff --exit-code -- $(GENERATED) && test -z "$$(git ls-files --others --exclude-standard -- $(GENERATED))" || { \
 	  git ls-files --others --exclude-standard -- $(GENERATED); echo "generated code is stale or new: run make generate and commit" >&2; exit 1; }

@@ -1,0 +1,157 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+
+	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
+	"github.com/wasmsched/wasmsched/internal/controlplane"
+)
+
+const digest = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// TestCRD installs the CRD in a real API server and checks what it accepts,
+// defaults and refuses, with the messages an operator sees.
+func TestCRD(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	controlplane.QuietLogs()
+	ctx := context.Background()
+	cp, err := controlplane.Start(ctx, controlplane.Options{TB: t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn := dynamic.NewForConfigOrDie(cp.RestConfig())
+	if err := api.Install(ctx, dyn); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Install(ctx, dyn); err != nil { // an update is fine too
+		t.Fatalf("second install: %v", err)
+	}
+	res := dyn.Resource(api.GVR).Namespace("default")
+
+	create := func(name, spec string) (*api.SchedulingPolicy, error) {
+		t.Helper()
+		obj := map[string]any{}
+		if err := yaml.Unmarshal([]byte("apiVersion: wasmsched.io/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: "+name+"}\nspec:\n"+spec), &obj); err != nil {
+			t.Fatal(err)
+		}
+		u, err := res.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return api.FromUnstructured(u)
+	}
+
+	sp, err := create("quota", "  module: {sha256: "+digest+"}\n  settings: {tenants: [{name: a, gpus: 4}], strict: true}\n  memoryLimit: 64Mi\n  timeout: 50ms\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp.Spec.Mode != api.ModeEnforce || sp.Spec.FailurePolicy != api.FailurePolicyFail || sp.Spec.Weight != 1 {
+		t.Errorf("defaults: mode %q failurePolicy %q weight %d, want Enforce Fail 1", sp.Spec.Mode, sp.Spec.FailurePolicy, sp.Spec.Weight)
+	}
+	var settings map[string]any
+	if err := json.Unmarshal(sp.Spec.Settings, &settings); err != nil || settings["strict"] != true {
+		t.Errorf("settings %s (%v): want the object as applied", sp.Spec.Settings, err)
+	}
+	if sp.Spec.MemoryLimit.Cmp(resource.MustParse("64Mi")) != 0 || sp.Spec.Timeout.Duration != 50*time.Millisecond {
+		t.Errorf("limits: memory %v timeout %v", sp.Spec.MemoryLimit, sp.Spec.Timeout)
+	}
+	// Any JSON shape is a setting.
+	if _, err := create("scalar", "  module: {sha256: "+digest+"}\n  settings: [1, \"two\"]\n"); err != nil {
+		t.Errorf("array settings refused: %v", err)
+	}
+	if _, err := create("shadow", "  module: {sha256: "+digest+", url: 'http://localhost:8080/q.wasm'}\n  mode: Shadow\n  shadows: quota\n"); err != nil {
+		t.Errorf("shadow refused: %v", err)
+	}
+
+	for _, tc := range []struct{ name, spec, want string }{
+		{"bad-digest", "  module: {sha256: ABC}\n", "spec.module.sha256"},
+		{"no-module", "  weight: 2\n", "spec.module: Required value"},
+		{"both", "  module: {sha256: " + digest + ", url: 'https://x/y', file: /a}\n", "set at most one of url and file"},
+		{"plain-http", "  module: {sha256: " + digest + ", url: 'http://example.com/p.wasm'}\n", "must be https://"},
+		{"relative", "  module: {sha256: " + digest + ", file: a.wasm}\n", "must be an absolute path"},
+		{"mode", "  module: {sha256: " + digest + "}\n  mode: Audit\n", `Unsupported value: "Audit"`},
+		{"shadow-alone", "  module: {sha256: " + digest + "}\n  mode: Shadow\n", "a Shadow policy names the enforcing policy"},
+		{"enforce-shadows", "  module: {sha256: " + digest + "}\n  shadows: quota\n", "only a Shadow policy sets shadows"},
+		{"self", "  module: {sha256: " + digest + "}\n  mode: Shadow\n  shadows: self\n", "cannot shadow itself"},
+		{"weight", "  module: {sha256: " + digest + "}\n  weight: 101\n", "spec.weight"},
+		{"timeout", "  module: {sha256: " + digest + "}\n  timeout: 2m\n", "between 1ms and 1m"},
+		{"memory", "  module: {sha256: " + digest + "}\n  memoryLimit: 1Mi\n", "between 8Mi and 4Gi"},
+		{"memory-int", "  module: {sha256: " + digest + "}\n  memoryLimit: 1024\n", "between 8Mi and 4Gi"},
+		{"instances", "  module: {sha256: " + digest + "}\n  maxInstances: 1000\n", "spec.maxInstances"},
+		{"failure", "  module: {sha256: " + digest + "}\n  failurePolicy: Retry\n", `Unsupported value: "Retry"`},
+	} {
+		_, err := create(tc.name, tc.spec)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
+	long := strings.Repeat("p", 64)
+	if _, err := create(long, "  module: {sha256: "+digest+"}\n"); err == nil || !strings.Contains(err.Error(), "at most 63 characters") {
+		t.Errorf("64-character name: %v", err)
+	}
+
+	// Status is a subresource: a spec update does not change it, and the
+	// scheduler's fields survive a round trip.
+	sp.Status.ServingDigest = api.ShortDigest(digest)
+	rev := api.RevisionOf(&sp.Spec)
+	sp.Status.Serving = &rev
+	sp.Status.Conditions = []metav1.Condition{{Type: api.ConditionReady, Status: metav1.ConditionTrue, Reason: api.ReasonServing, Message: "ok", LastTransitionTime: metav1.Now()}}
+	u, err := api.ToUnstructured(sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err = res.UpdateStatus(ctx, u, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := api.FromUnstructured(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Status.Serving == nil || back.Status.Serving.Key != rev.Key || back.Status.Serving.Verify() != nil {
+		t.Errorf("status round trip: serving %+v", back.Status.Serving)
+	}
+}
+
+func TestRevisionKey(t *testing.T) {
+	spec := func(settings string) *api.SchedulingPolicySpec {
+		return &api.SchedulingPolicySpec{Module: api.Module{SHA256: digest}, Settings: json.RawMessage(settings), Weight: 3}
+	}
+	a, b := api.RevisionOf(spec(`{"a": 1, "b": [1,2]}`)), api.RevisionOf(spec(`{"a":1,"b":[1,2]}`))
+	if a.Key != b.Key {
+		t.Errorf("whitespace changed the key: %s %s", a.Key, b.Key)
+	}
+	if c := api.RevisionOf(spec(`{"a":2,"b":[1,2]}`)); c.Key == a.Key {
+		t.Error("settings did not change the key")
+	}
+	s := spec("")
+	s.Weight, s.Order, s.FailurePolicy = 50, 3, api.FailurePolicyIgnore
+	if api.RevisionOf(s).Key != api.RevisionOf(spec("")).Key {
+		t.Error("weight, order or failure policy changed the key: they apply without a reload")
+	}
+	m := resource.MustParse("64Mi")
+	s.MemoryLimit = &m
+	r := api.RevisionOf(s)
+	if r.Key == api.RevisionOf(spec("")).Key {
+		t.Error("memory limit did not change the key")
+	}
+	r.Settings = json.RawMessage(`{"forged":true}`)
+	if r.Verify() == nil {
+		t.Error("a revision whose content changed still verifies")
+	}
+	if got := api.ModuleName(digest); got != "wasm-0123456789abcdef0123456789abcdef01234567" || !api.IsModuleName(got) {
+		t.Errorf("ModuleName = %q", got)
+	}
+}

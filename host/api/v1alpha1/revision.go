@@ -1,0 +1,143 @@
+package v1alpha1
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// RevisionOf is the revision a spec names: its module and everything the
+// policy is initialised with. Weight, failure policy, mode and order are
+// not part of it: they change without a reload.
+func RevisionOf(spec *SchedulingPolicySpec) Revision {
+	r := Revision{
+		Module:       spec.Module,
+		Settings:     compact(spec.Settings),
+		Timeout:      spec.Timeout,
+		MemoryLimit:  spec.MemoryLimit,
+		MaxInstances: spec.MaxInstances,
+	}
+	if r.MemoryLimit != nil {
+		q := r.MemoryLimit.DeepCopy()
+		r.MemoryLimit = &q
+	}
+	r.Key = r.computeKey()
+	return r
+}
+
+// computeKey hashes what the revision loads: equal keys load the same
+// policy. Settings are compared after compaction (whitespace does not
+// count), quantities by value.
+func (r *Revision) computeKey() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "sha256=%s\nurl=%s\nfile=%s\n", r.Module.SHA256, r.Module.URL, r.Module.File)
+	if r.Timeout != nil {
+		fmt.Fprintf(h, "timeout=%d\n", r.Timeout.Duration)
+	}
+	if r.MemoryLimit != nil {
+		fmt.Fprintf(h, "memory=%d\n", r.MemoryLimit.Value())
+	}
+	fmt.Fprintf(h, "instances=%d\nsettings=", r.MaxInstances)
+	h.Write(compact(r.Settings))
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// Verify checks that r.Key is the key of what r holds: a status entry
+// edited by hand must not pass for another revision.
+func (r *Revision) Verify() error {
+	if k := r.computeKey(); k != r.Key {
+		return fmt.Errorf("revision key %q does not match its content (%s)", r.Key, k)
+	}
+	return nil
+}
+
+// Short is a revision's name in messages: the module digest's first 12
+// digits, and the key when settings or limits are set.
+func (r *Revision) Short() string {
+	d := ShortDigest(r.Module.SHA256)
+	if len(r.Settings) == 0 && r.Timeout == nil && r.MemoryLimit == nil && r.MaxInstances == 0 {
+		return d
+	}
+	return d + " (revision " + r.Key + ")"
+}
+
+// ShortDigest is a digest's first 12 digits.
+func ShortDigest(d string) string {
+	if len(d) > 12 {
+		return d[:12]
+	}
+	if d == "" {
+		return "(none)"
+	}
+	return d
+}
+
+func compact(b json.RawMessage) json.RawMessage {
+	if len(bytes.TrimSpace(b)) == 0 || string(bytes.TrimSpace(b)) == "null" {
+		return nil
+	}
+	var out bytes.Buffer
+	if err := json.Compact(&out, b); err != nil {
+		return b
+	}
+	return out.Bytes()
+}
+
+// ModulePrefix starts the names of content-addressed chunk ConfigMaps.
+const ModulePrefix = "wasm-"
+
+// ModuleName is the policy name (in host/source's ConfigMap format) under
+// which a module's chunks are stored: "wasm-" and the first 40 digits of
+// its sha256, so that chunk i is the ConfigMap wasm-<40 digits>-<i>. The
+// full digest is in every chunk's annotations and is verified on
+// assembly; 40 digits keep the name a valid label value.
+func ModuleName(sha256 string) string {
+	if len(sha256) > 40 {
+		sha256 = sha256[:40]
+	}
+	return ModulePrefix + sha256
+}
+
+// IsModuleName reports whether name is a ModuleName.
+func IsModuleName(name string) bool {
+	d, ok := strings.CutPrefix(name, ModulePrefix)
+	return ok && len(d) == 40 && isHex(d)
+}
+
+func isHex(s string) bool {
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidSHA256 reports whether s is 64 lower-case hex digits.
+func ValidSHA256(s string) bool { return len(s) == 64 && isHex(s) }
+
+// FromUnstructured converts a dynamic client's object.
+func FromUnstructured(u *unstructured.Unstructured) (*SchedulingPolicy, error) {
+	sp := &SchedulingPolicy{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, sp); err != nil {
+		return nil, fmt.Errorf("SchedulingPolicy %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	return sp, nil
+}
+
+// ToUnstructured converts for the dynamic client.
+func ToUnstructured(sp *SchedulingPolicy) (*unstructured.Unstructured, error) {
+	sp = sp.DeepCopy()
+	sp.APIVersion, sp.Kind = GroupVersion.String(), Kind
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(sp)
+	if err != nil {
+		return nil, err
+	}
+	return &unstructured.Unstructured{Object: m}, nil
+}
