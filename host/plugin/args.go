@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
@@ -40,8 +42,49 @@ type Args struct {
 	// Namespace holds the policies' ConfigMaps and the status ConfigMap
 	// (default: $POD_NAMESPACE, else wasmsched-system).
 	Namespace string `json:"namespace,omitempty"`
-	// Policies run in order: Filter stops at the first rejection.
-	Policies []PolicyArgs `json:"policies"`
+	// Policies run in order: Filter stops at the first rejection. Set
+	// either Policies (the policies are declared here, and changing them
+	// means restarting the scheduler) or SchedulingPolicies.
+	Policies []PolicyArgs `json:"policies,omitempty"`
+	// SchedulingPolicies selects SchedulingPolicy resources
+	// (wasmsched.io/v1alpha1) in Namespace: adding, changing or removing
+	// one is a kubectl apply, never a restart (catalog.go).
+	SchedulingPolicies *PolicySelection `json:"schedulingPolicies,omitempty"`
+	// Ceilings bound the limits a SchedulingPolicy may ask for; a
+	// resource over them is refused (its Rejected condition says why).
+	Ceilings *Ceilings `json:"ceilings,omitempty"`
+	// Probation is how long a SchedulingPolicy's new revision serves
+	// before it becomes the last good one (default 2m). A revision that
+	// was on probation when its replica died is quarantined at the next
+	// start, and the last good one serves instead.
+	Probation *metav1.Duration `json:"probation,omitempty"`
+	// StatusLease is the scheduler's leader-election lease,
+	// "namespace/name": the replica holding it writes the resources'
+	// status (every replica writes its own entry). Empty: every replica
+	// writes, as when there is one.
+	StatusLease string `json:"statusLease,omitempty"`
+}
+
+// PolicySelection picks SchedulingPolicies: by name, in the order given,
+// or by label, ordered by spec.order then name. A named policy is
+// required: while it does not exist or has no version that loads, pods
+// are refused (or, with failurePolicy Ignore, the policy is skipped). A
+// policy the selector stops matching, or that is deleted, stops applying.
+//
+// +k8s:deepcopy-gen=true
+type PolicySelection struct {
+	Names    []string              `json:"names,omitempty"`
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+}
+
+// Ceilings bound SchedulingPolicies' limits. Unset: the absolute bounds
+// (a timeout of 1m, 4Gi of memory, 256 instances).
+//
+// +k8s:deepcopy-gen=true
+type Ceilings struct {
+	Timeout      *metav1.Duration   `json:"timeout,omitempty"`
+	MemoryLimit  *resource.Quantity `json:"memoryLimit,omitempty"`
+	MaxInstances int                `json:"maxInstances,omitempty"`
 }
 
 // PolicyArgs configure one policy.
@@ -122,6 +165,10 @@ const (
 	defaultWeight    = 1
 	maxWeight        = 100
 	defaultTimeout   = engine.DefaultCallTimeout
+	defaultProbation = 2 * time.Minute
+	maxTimeout       = time.Minute
+	maxMemoryLimit   = 4 << 30
+	maxInstances     = 256
 )
 
 // DecodeArgs decodes, defaults and validates plugin arguments.
@@ -148,6 +195,24 @@ func SetDefaults(a *Args) {
 	}
 	if a.Namespace == "" {
 		a.Namespace = defaultNamespace
+	}
+	if a.SchedulingPolicies != nil {
+		if a.Probation == nil {
+			a.Probation = &metav1.Duration{Duration: defaultProbation}
+		}
+		if a.Ceilings == nil {
+			a.Ceilings = &Ceilings{}
+		}
+		c := a.Ceilings
+		if c.Timeout == nil {
+			c.Timeout = &metav1.Duration{Duration: maxTimeout}
+		}
+		if c.MemoryLimit == nil {
+			c.MemoryLimit = resource.NewQuantity(maxMemoryLimit, resource.BinarySI)
+		}
+		if c.MaxInstances == 0 {
+			c.MaxInstances = maxInstances
+		}
 	}
 	for i := range a.Policies {
 		p := &a.Policies[i]
@@ -177,8 +242,13 @@ func SetDefaults(a *Args) {
 func Validate(a *Args) field.ErrorList {
 	var errs field.ErrorList
 	root := field.NewPath("policies")
-	if len(a.Policies) == 0 {
-		errs = append(errs, field.Required(root, "at least one policy is needed"))
+	switch {
+	case len(a.Policies) == 0 && a.SchedulingPolicies == nil:
+		errs = append(errs, field.Required(root, "at least one policy is needed (or schedulingPolicies)"))
+	case len(a.Policies) > 0 && a.SchedulingPolicies != nil:
+		errs = append(errs, field.Invalid(field.NewPath("schedulingPolicies"), "", "set either policies or schedulingPolicies, not both"))
+	case a.SchedulingPolicies != nil:
+		errs = append(errs, validateSelection(a)...)
 	}
 	seen := map[string]bool{}
 	for i, p := range a.Policies {
@@ -261,6 +331,54 @@ func Validate(a *Args) field.ErrorList {
 		}
 		if !ok {
 			errs = append(errs, field.Invalid(root.Index(i).Child("shadows"), p.Shadows, "must name an enforcing policy of this list"))
+		}
+	}
+	return errs
+}
+
+// validateSelection checks the SchedulingPolicies arguments.
+func validateSelection(a *Args) field.ErrorList {
+	var errs field.ErrorList
+	path := field.NewPath("schedulingPolicies")
+	sel := a.SchedulingPolicies
+	switch {
+	case len(sel.Names) == 0 && sel.Selector == nil:
+		errs = append(errs, field.Required(path, "names or selector is needed"))
+	case len(sel.Names) > 0 && sel.Selector != nil:
+		errs = append(errs, field.Invalid(path, "", "set either names or selector, not both"))
+	case sel.Selector != nil:
+		if _, err := metav1.LabelSelectorAsSelector(sel.Selector); err != nil {
+			errs = append(errs, field.Invalid(path.Child("selector"), sel.Selector, err.Error()))
+		}
+	}
+	seen := map[string]bool{}
+	for i, n := range sel.Names {
+		p := path.Child("names").Index(i)
+		if seen[n] {
+			errs = append(errs, field.Duplicate(p, n))
+		}
+		seen[n] = true
+		if msgs := validation.IsDNS1123Subdomain(n); len(msgs) > 0 || len(n) > 63 {
+			errs = append(errs, field.Invalid(p, n, "must be a SchedulingPolicy name (a DNS subdomain of at most 63 characters)"))
+		}
+	}
+	c := a.Ceilings
+	cp := field.NewPath("ceilings")
+	if d := c.Timeout.Duration; d < time.Millisecond || d > maxTimeout {
+		errs = append(errs, field.Invalid(cp.Child("timeout"), d.String(), "must be between 1ms and 1m"))
+	}
+	if v := c.MemoryLimit.Value(); v < engine.MinMemoryLimit || v > maxMemoryLimit {
+		errs = append(errs, field.Invalid(cp.Child("memoryLimit"), c.MemoryLimit.String(), "must be between 8Mi and 4Gi"))
+	}
+	if c.MaxInstances < 1 || c.MaxInstances > maxInstances {
+		errs = append(errs, field.Invalid(cp.Child("maxInstances"), c.MaxInstances, "must be in 1..256"))
+	}
+	if d := a.Probation.Duration; d < time.Second || d > time.Hour {
+		errs = append(errs, field.Invalid(field.NewPath("probation"), d.String(), "must be between 1s and 1h"))
+	}
+	if a.StatusLease != "" {
+		if ns, name, ok := strings.Cut(a.StatusLease, "/"); !ok || ns == "" || name == "" {
+			errs = append(errs, field.Invalid(field.NewPath("statusLease"), a.StatusLease, "must be namespace/name"))
 		}
 	}
 	return errs

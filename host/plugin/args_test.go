@@ -200,6 +200,16 @@ func fill(t *testing.T, v reflect.Value, seed int) {
 		for i := range v.Len() {
 			fill(t, v.Index(i), seed+i)
 		}
+	case reflect.Map:
+		// Written in place (keys of both seeds), so that a copy sharing
+		// the map would show the second fill in the original.
+		if v.IsNil() {
+			v.Set(reflect.MakeMap(v.Type()))
+		}
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fill(t, k, seed)
+		fill(t, e, seed)
+		v.SetMapIndex(k, e)
 	case reflect.String:
 		v.SetString(fmt.Sprintf("%s-%d", v.Type().Name(), seed))
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:

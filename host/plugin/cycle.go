@@ -24,6 +24,8 @@ type cycleState struct {
 	reserved fwk.NodeInfo
 	// reasons bounds the Filter reasons of the cycle (see MaxPodReasons).
 	reasons reasonBudget
+	// blocked: required policies that cannot serve (roster.blocked).
+	blocked []blocker
 }
 
 // Clone implements fwk.StateData. The state is shared by clones: the
@@ -34,24 +36,30 @@ func (s *cycleState) Clone() fwk.StateData { return s }
 // newCycle pins the current version of every enforcing policy (a slot with
 // none, deactivated, is left out) and of the shadows beside them.
 func (pl *Plugin) newCycle(pod *v1.Pod, nodes []fwk.NodeInfo) *cycleState {
-	members := make([]compose.Member, 0, len(pl.slots))
-	for _, s := range pl.slots {
-		if s.Args.Mode == ModeShadow {
+	r := pl.currentRoster()
+	members := make([]compose.Member, 0, len(r.slots))
+	blocked := r.blocked
+	for _, s := range r.slots {
+		a := s.args()
+		if a.Mode == ModeShadow {
 			continue
 		}
 		v := s.Current()
 		if v == nil {
+			if s.required && a.FailurePolicy == FailurePolicyFail {
+				blocked = append(blocked[:len(blocked):len(blocked)], blocker{name: a.Name, reason: s.noVersionReason()})
+			}
 			continue
 		}
 		m := s.member(v)
-		if sh := pl.shadows[s]; sh != nil {
+		if sh := r.shadows[s]; sh != nil {
 			if sv := sh.Current(); sv != nil {
 				m.AfterFilter = (&shadowRun{enforcing: m, slot: sh, version: sv}).compare
 			}
 		}
 		members = append(members, m)
 	}
-	return &cycleState{c: compose.NewCycle(pod, nodes, members)}
+	return &cycleState{c: compose.NewCycle(pod, nodes, members), blocked: blocked}
 }
 
 func getState(cs fwk.CycleState) (*cycleState, error) {

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"fmt"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -16,6 +17,10 @@ import (
 func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	st := pl.newCycle(pod, nodes)
 	cs.Write(stateKey, st)
+	if len(st.blocked) > 0 {
+		b := st.blocked[0]
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("policy %s cannot serve: %s", b.name, b.reason)).WithPlugin(Name)
+	}
 	res := st.c.PreFilter(ctx)
 	switch {
 	case res.Status != nil:

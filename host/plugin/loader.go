@@ -63,10 +63,22 @@ type loader struct {
 	begun    atomic.Int64
 }
 
-// request is a version handed over by the source.
+// request is a version handed over by the source. For a SchedulingPolicy
+// it is a revision: the module with the arguments it loads with (args;
+// nil: the slot's own) under the revision's key; otherwise the key is the
+// module's digest.
 type request struct {
-	v  source.Version
-	at time.Time
+	v    source.Version
+	at   time.Time
+	args *PolicyArgs
+	key  string
+}
+
+func (r *request) loadArgs(s *Slot) PolicyArgs {
+	if r.args != nil {
+		return *r.args
+	}
+	return s.Args
 }
 
 // attempt is one load of a version. pend is its status entry (its Stage is
@@ -82,16 +94,24 @@ type attempt struct {
 
 func (a *attempt) digest() string { return a.req.v.Digest }
 
+func (a *attempt) key() string { return a.req.key }
+
 // offer is the source's Version handler: it leaves v as the newest request
 // and returns at once. A version still waiting in the mailbox is replaced
 // without ever starting.
 func (s *Slot) offer(v source.Version) {
+	s.offerRequest(&request{v: v, at: time.Now(), key: v.Digest})
+}
+
+// offerRequest is offer for a request made by the caller (a revision).
+func (s *Slot) offerRequest(r *request) {
+	v := r.v
 	s.mu.Lock()
 	old := s.load.next
-	s.load.next = &request{v: v, at: time.Now()}
+	s.load.next = r
 	s.load.busy = true
 	s.mu.Unlock()
-	if old != nil && old.v.Digest != v.Digest {
+	if old != nil && old.key != r.key {
 		s.superseded(&Pending{Digest: old.v.Digest, Origin: old.v.Origin, Since: old.at, Stage: stageQueued}, v.Digest)
 	}
 	s.poke()
@@ -102,7 +122,7 @@ func (s *Slot) offer(v source.Version) {
 func (s *Slot) offerDeleted() {
 	s.mu.Lock()
 	var dropped *request
-	if s.Args.OnDelete == OnDeleteDeactivate {
+	if s.args().OnDelete == OnDeleteDeactivate {
 		dropped, s.load.next = s.load.next, nil
 	}
 	s.load.deleted = true
@@ -141,9 +161,9 @@ func (s *Slot) runLoader(ctx context.Context, logger klog.Logger, report func(er
 	alive := 0
 
 	want := func(r *request) {
-		d := r.v.Digest
-		if (run != nil && run.digest() == d) || (queued != nil && queued.digest() == d) {
-			return // the same bytes are on their way
+		d, k := r.v.Digest, r.key
+		if (run != nil && run.key() == k) || (queued != nil && queued.key() == k) {
+			return // the same revision is on its way
 		}
 		if queued != nil {
 			s.superseded(queued.pend, d)
@@ -154,13 +174,13 @@ func (s *Slot) runLoader(ctx context.Context, logger klog.Logger, report func(er
 			s.superseded(run.pend, d)
 			run = nil
 		}
-		if s.currentDigest() == d {
+		if s.currentKey() == k {
 			return // back to the version serving: nothing to load
 		}
 		queued = &attempt{req: r, pend: &Pending{Digest: d, Origin: r.v.Origin, Since: r.at, Stage: stageQueued}}
 	}
 	deleted := func() {
-		if s.Args.OnDelete == OnDeleteDeactivate {
+		if s.args().OnDelete == OnDeleteDeactivate {
 			if queued != nil {
 				s.superseded(queued.pend, "")
 				queued = nil
@@ -196,13 +216,13 @@ func (s *Slot) runLoader(ctx context.Context, logger klog.Logger, report func(er
 			// (offerDeleted), so a version still here came after it;
 			// with Keep, the version came first or the order does not
 			// matter.
-			if del && s.Args.OnDelete == OnDeleteDeactivate {
+			if del && s.args().OnDelete == OnDeleteDeactivate {
 				deleted()
 			}
 			if r != nil {
 				want(r)
 			}
-			if del && s.Args.OnDelete != OnDeleteDeactivate {
+			if del && s.args().OnDelete != OnDeleteDeactivate {
 				deleted()
 			}
 		case a := <-l.results:
@@ -217,10 +237,19 @@ func (s *Slot) runLoader(ctx context.Context, logger klog.Logger, report func(er
 			case a.err != nil:
 				run = nil
 				s.reject(a.digest(), a.err)
+				if s.afterLoad != nil {
+					s.afterLoad(a.req, a.err)
+				}
 				report(a.err)
 			default:
 				run = nil
-				s.install(logger, a.p, a.req.v, a.pend.Since)
+				if s.beforeInstall != nil {
+					s.beforeInstall(a.req)
+				}
+				s.install(logger, a.p, a.req, a.pend.Since)
+				if s.afterLoad != nil {
+					s.afterLoad(a.req, nil)
+				}
 				report(nil)
 			}
 		}
@@ -251,7 +280,7 @@ func (s *Slot) begin(ctx context.Context, logger klog.Logger, a *attempt) {
 	l.inFlight.Add(1)
 	go func() {
 		defer l.inFlight.Add(-1)
-		p, err := loadVersion(actx, logger, s.Args, a.req.v.Module, func(stage string) { s.setStage(a.pend, stage) })
+		p, err := loadVersion(actx, logger, a.req.loadArgs(s), a.req.v.Module, func(stage string) { s.setStage(a.pend, stage) })
 		a.cancel()
 		a.p, a.err = p, err
 		select {

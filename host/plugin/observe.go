@@ -62,7 +62,7 @@ func (s *Slot) Failed(ctx context.Context, pod *v1.Pod, pt abiv1.Point, err *eng
 	if o == compose.Retry {
 		msg = "Batched " + point + " failed, calling the policy node by node"
 	}
-	klog.FromContext(ctx).Error(err, msg, "policy", name, "version", err.Version, "point", point, "kind", kind, "failurePolicy", s.Args.FailurePolicy)
+	klog.FromContext(ctx).Error(err, msg, "policy", name, "version", err.Version, "point", point, "kind", kind, "failurePolicy", s.args().FailurePolicy)
 	m := s.metrics[pt]
 	switch o {
 	case compose.Fail:

@@ -16,6 +16,7 @@ package plugin
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -37,9 +38,10 @@ const maxEventNote = 1024
 // enables it.
 type Plugin struct {
 	handle fwk.Handle
-	slots  []*Slot
-	// shadows maps an enforcing slot to the shadow slot beside it.
-	shadows map[*Slot]*Slot
+	// roster is the policies a cycle runs; SchedulingPolicies change it
+	// (catalog.go), static policies never do.
+	roster  atomic.Pointer[roster]
+	catalog *catalog
 	status  *statusWriter
 	stop    context.CancelFunc
 	// waits: pod UID -> *waitSet, the policies a pod parked at Permit waits
@@ -81,33 +83,72 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	// scheduler stops.
 	runCtx, cancel := context.WithCancel(context.Background())
 	pl := &Plugin{handle: h, stop: cancel}
+	if args.SchedulingPolicies != nil {
+		c, err := newCatalog(runCtx, logger, pl, args)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		pl.catalog = c
+		return pl, nil
+	}
 	pl.status = newStatusWriter(h, args.Namespace, profileName(h))
+	var slots []*Slot
 	for _, pa := range args.Policies {
 		slot := &Slot{Args: pa, metrics: newPointMetrics(pa.Name), namespace: args.Namespace, recorder: h.EventRecorder(),
 			onChange: pl.status.touch, onSwap: pl.requeue}
 		slot.status = SlotStatus{Policy: pa.Name, Mode: pa.Mode}
-		pl.slots = append(pl.slots, slot)
+		slots = append(slots, slot)
 		pl.status.add(slot)
 		guestTime.add(slot)
 		if err := slot.start(runCtx, logger, newSource(pa, h, args.Namespace)); err != nil {
 			cancel()
-			retireAll(pl.slots)
+			retireAll(slots)
 			return nil, err
 		}
 	}
-	pl.shadows = map[*Slot]*Slot{}
-	for _, sh := range pl.slots {
-		if sh.Args.Mode != ModeShadow {
+	pl.roster.Store(newRoster(slots, nil))
+	go pl.status.run(runCtx)
+	return pl, nil
+}
+
+// roster is the policies of a profile at one moment, in order, with the
+// shadow beside each enforcing policy that has one. It is never changed
+// once stored: a change stores a new one.
+type roster struct {
+	slots   []*Slot
+	shadows map[*Slot]*Slot
+	// blocked are required policies that cannot serve: while any is, pods
+	// are refused with its reason.
+	blocked []blocker
+}
+
+// blocker is a required policy without a version, and why.
+type blocker struct {
+	name, reason string
+}
+
+func newRoster(slots []*Slot, blocked []blocker) *roster {
+	r := &roster{slots: slots, shadows: map[*Slot]*Slot{}, blocked: blocked}
+	for _, sh := range slots {
+		a := sh.args()
+		if a.Mode != ModeShadow {
 			continue
 		}
-		for _, e := range pl.slots {
-			if e.Args.Name == sh.Args.Shadows {
-				pl.shadows[e] = sh
+		for _, e := range slots {
+			if e.Args.Name == a.Shadows && e.args().Mode == ModeEnforce {
+				r.shadows[e] = sh
 			}
 		}
 	}
-	go pl.status.run(runCtx)
-	return pl, nil
+	return r
+}
+
+func (pl *Plugin) currentRoster() *roster {
+	if r := pl.roster.Load(); r != nil {
+		return r
+	}
+	return &roster{}
 }
 
 // Close stops the policies' sources and status publishing and closes every
@@ -116,15 +157,18 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 // closed version.
 func (pl *Plugin) Close() error {
 	pl.stop()
-	retireAll(pl.slots)
+	if pl.catalog != nil {
+		pl.catalog.close()
+	}
+	retireAll(pl.currentRoster().slots)
 	return nil
 }
 
 // Name implements fwk.Plugin.
 func (pl *Plugin) Name() string { return Name }
 
-// Slots returns the configured policies, in order.
-func (pl *Plugin) Slots() []*Slot { return pl.slots }
+// Slots returns the policies the profile runs now, in order.
+func (pl *Plugin) Slots() []*Slot { return pl.currentRoster().slots }
 
 // profileName is the scheduler profile the plugin serves.
 func profileName(h fwk.Handle) string {

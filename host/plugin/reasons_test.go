@@ -220,7 +220,8 @@ func TestFilterReasonsBudget(t *testing.T) {
 	t.Cleanup(func() { p.Close(context.Background()) })
 	slot := &Slot{Args: PolicyArgs{Name: "gpu"}, metrics: newPointMetrics("gpu")}
 	slot.current.Store(p)
-	pl := &Plugin{slots: []*Slot{slot}}
+	pl := &Plugin{}
+	pl.roster.Store(newRoster([]*Slot{slot}, nil))
 
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "uid-p"}}
 	var (

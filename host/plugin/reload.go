@@ -39,6 +39,9 @@ type SlotStatus struct {
 	Origin   string    `json:"origin,omitempty"`
 	LoadedAt time.Time `json:"loadedAt,omitempty"`
 	Active   bool      `json:"active"`
+	// Key identifies what serves: a SchedulingPolicy's revision key, or
+	// the module's digest.
+	Key string `json:"key,omitempty"`
 	Reloads  int       `json:"reloads"`
 	// LastRejected is the last version (or source state) refused, and why.
 	LastRejected *Rejection `json:"lastRejected,omitempty"`
@@ -107,10 +110,7 @@ func (s *Slot) start(ctx context.Context, logger klog.Logger, src source.Source)
 	first := make(chan error, 1)
 	var once sync.Once
 	report := func(err error) { once.Do(func() { first <- err }) }
-	s.load.wake = make(chan struct{}, 1)
-	s.load.results = make(chan *attempt)
-	s.load.done = make(chan struct{})
-	go s.runLoader(ctx, logger, report)
+	s.startLoader(ctx, logger, report)
 	go src.Run(ctx, source.Handlers{
 		Version: s.offer,
 		Error: func(err error) {
@@ -135,6 +135,15 @@ func (s *Slot) start(ctx context.Context, logger klog.Logger, src source.Source)
 	}
 }
 
+// startLoader runs the slot's loader goroutine (loader.go) for the life of
+// ctx; report receives the outcome of each load (start's first answer).
+func (s *Slot) startLoader(ctx context.Context, logger klog.Logger, report func(error)) {
+	s.load.wake = make(chan struct{}, 1)
+	s.load.results = make(chan *attempt)
+	s.load.done = make(chan struct{})
+	go s.runLoader(ctx, logger, report)
+}
+
 func describeSource(src Source) string {
 	switch {
 	case src.ConfigMap != "":
@@ -150,18 +159,22 @@ func describeSource(src Source) string {
 // the loader, which calls it; since is when the source handed v over. The
 // previous version keeps serving the cycles pinned to it and is closed
 // once unused.
-func (s *Slot) install(logger klog.Logger, p *policy.Policy, v source.Version, since time.Time) {
+func (s *Slot) install(logger klog.Logger, p *policy.Policy, r *request, since time.Time) {
+	v := r.v
 	old := s.Swap(p)
 	reloadDuration.WithLabelValues(s.Args.Name).Observe(time.Since(since).Seconds())
 	reloadsTotal.WithLabelValues(s.Args.Name, "success").Inc()
 	s.mu.Lock()
 	s.status.Digest, s.status.Origin, s.status.LoadedAt, s.status.Active = p.Digest(), v.Origin, p.LoadedAt(), true
+	s.status.Key = r.key
 	if old != nil {
 		s.status.Reloads++
 	}
 	s.mu.Unlock()
 	s.changed()
-	if old != nil && s.onSwap != nil {
+	// A first version matters to pods too when the policy is required:
+	// they waited for it (cycle.go's blockers).
+	if (old != nil || s.required) && s.onSwap != nil {
 		s.onSwap()
 	}
 	if old != nil {
@@ -216,7 +229,7 @@ func (s *Slot) event(err error) {
 // deleted handles the disappearance of the policy's source. The loader
 // calls it.
 func (s *Slot) deleted(logger klog.Logger) {
-	if s.Args.OnDelete == OnDeleteDeactivate {
+	if s.args().OnDelete == OnDeleteDeactivate {
 		old := s.current.Swap(nil)
 		if old != nil {
 			activeVersion.DeleteLabelValues(s.Args.Name, old.Digest())
@@ -234,6 +247,31 @@ func (s *Slot) deleted(logger klog.Logger) {
 	}
 	reloadsTotal.WithLabelValues(s.Args.Name, "deleted").Inc()
 	s.changed()
+}
+
+// currentKey is the key of the request the current version was loaded
+// from (a revision's key, or the module's digest); empty when none serves.
+func (s *Slot) currentKey() string {
+	if s.Current() == nil {
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.status.Key
+}
+
+// noVersionReason says why a slot has no version: its last refusal, or
+// that its first version is still loading.
+func (s *Slot) noVersionReason() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.status.LastRejected; r != nil {
+		return r.Error
+	}
+	if s.missing != "" {
+		return s.missing
+	}
+	return "its first version is still loading"
 }
 
 func (s *Slot) currentDigest() string {

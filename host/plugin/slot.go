@@ -22,8 +22,15 @@ import (
 //
 // Its methods are safe for concurrent use.
 type Slot struct {
+	// Args are the policy's arguments as configured (static policies) or
+	// as first seen (SchedulingPolicies, whose later changes of weight,
+	// failure policy and mode are in live: see args).
 	Args    PolicyArgs
+	live    atomic.Pointer[PolicyArgs]
 	current atomic.Pointer[policy.Policy]
+	// required: a cycle refuses pods while the slot has no version (a
+	// SchedulingPolicy named in the plugin's arguments).
+	required bool
 	metrics map[abiv1.Point]*pointMetrics
 
 	// lastFilter is the entry of the last cycle that ran this policy's
@@ -37,6 +44,15 @@ type Slot struct {
 	onChange  func()
 	// onSwap runs after a new version (or none) replaced a served one.
 	onSwap func()
+	// beforeInstall runs on the loader goroutine before a loaded version
+	// starts serving, afterLoad after each load that ran to its end (err
+	// nil: installed). A SchedulingPolicy's slot uses them (catalog.go).
+	beforeInstall func(*request)
+	afterLoad     func(*request, error)
+	// missing, guarded by mu, says why a required slot has nothing to
+	// load (its SchedulingPolicy does not exist, or its module cannot be
+	// fetched), for noVersionReason.
+	missing string
 
 	// load hands versions from the source to the loader goroutine
 	// (loader.go).
@@ -44,6 +60,25 @@ type Slot struct {
 
 	mu     sync.Mutex
 	status SlotStatus
+}
+
+// args returns the arguments in force: weight, failure policy and mode can
+// change without a reload (SchedulingPolicies); the name never changes.
+func (s *Slot) args() *PolicyArgs {
+	if a := s.live.Load(); a != nil {
+		return a
+	}
+	return &s.Args
+}
+
+// hasVersion reports whether a version serves.
+func (s *Slot) hasVersion() bool { return s.Current() != nil }
+
+// setMissing records why a required slot has nothing to load ("": it has).
+func (s *Slot) setMissing(why string) {
+	s.mu.Lock()
+	s.missing = why
+	s.mu.Unlock()
 }
 
 // Current returns the version the slot runs now.
@@ -63,11 +98,12 @@ func (s *Slot) Swap(p *policy.Policy) *policy.Policy {
 
 // member is the slot's policy in a cycle's composition, at version v.
 func (s *Slot) member(v *policy.Policy) compose.Member {
+	a := s.args()
 	return compose.Member{
 		Name:        s.Args.Name,
 		Version:     v,
-		Weight:      s.Args.Weight,
-		Ignore:      s.Args.FailurePolicy == FailurePolicyIgnore,
+		Weight:      a.Weight,
+		Ignore:      a.FailurePolicy == FailurePolicyIgnore,
 		Observer:    s,
 		BatchFilter: s.batchFilters,
 	}

@@ -1,0 +1,418 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+
+	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
+	"github.com/wasmsched/wasmsched/host/source"
+)
+
+// Loading a SchedulingPolicy's revisions, keeping the last good one.
+//
+// The spec names a revision. It is fetched (chunks, URL or file, checked
+// against its digest) and handed to the slot's loader, which compiles and
+// initialises it with its settings off the scheduling path. When it fails,
+// at any stage:
+//   - a slot that serves keeps serving what it has (in memory);
+//   - a slot with nothing (start-up, or a policy just selected) falls back
+//     to status.lastGood, the last revision that served a whole probation;
+//   - the Rejected condition and an Event say why, the Ready condition
+//     what serves instead.
+//
+// Probation: before a revision other than the last good one starts
+// serving, this replica marks it in its status entry; once it has served
+// for Args.Probation the mark is cleared and the revision becomes the last
+// good one. A mark this replica finds at start-up was left by its
+// previous process, which died (or was killed for failing its liveness
+// probe) with that revision serving: the revision is quarantined, listed
+// in status.quarantined and never loaded again while the spec names it,
+// and the last good one serves.
+
+// entry is one selected SchedulingPolicy. Fields are guarded by the
+// catalog's mu, except name, slot, ctx, cancel and settled.
+type entry struct {
+	c      *catalog
+	name   string
+	slot   *Slot
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	sp   *api.SchedulingPolicy // the spec acted on
+	want api.Revision          // the spec's revision
+	// gen counts wanted revisions; a fetch for an older one is dropped.
+	gen int
+	// revs are the revisions handed to the loader, by key (what serves
+	// is one of them).
+	revs map[string]api.Revision
+	// failed: why a revision was refused (fetch, load, ceilings,
+	// quarantine), by key; failKind its Rejected reason.
+	failed   map[string]error
+	failKind map[string]string
+	// fallback is the last good revision's key once offered.
+	fallback string
+	// probation runs while a revision this replica activated is unproven.
+	probation    *time.Timer
+	probationKey string
+	// startup: the entry was made at start-up (marks of this replica are
+	// its previous process's).
+	startup bool
+
+	settled     chan struct{} // closed once something serves or nothing is left to try
+	settledOnce bool
+}
+
+// newEntry makes the slot of a newly selected policy and starts its
+// loader. The caller holds c.mu.
+func (c *catalog) newEntry(sp *api.SchedulingPolicy) *entry {
+	ctx, cancel := context.WithCancel(c.ctx)
+	e := &entry{c: c, name: sp.Name, ctx: ctx, cancel: cancel, revs: map[string]api.Revision{},
+		failed: map[string]error{}, failKind: map[string]string{}, startup: !c.started, settled: make(chan struct{})}
+	pa := argsOf(sp)
+	s := &Slot{Args: pa, metrics: newPointMetrics(sp.Name), namespace: c.namespace, recorder: c.pl.eventRecorder(),
+		onChange: func() { c.status.touch(sp.Name) }, onSwap: c.pl.requeue, required: c.selector == nil}
+	s.status = SlotStatus{Policy: pa.Name, Mode: pa.Mode}
+	s.beforeInstall = e.beforeInstall
+	s.afterLoad = e.afterLoad
+	e.slot = s
+	guestTime.add(s)
+	s.startLoader(ctx, c.logger, func(error) {})
+	return e
+}
+
+// argsOf turns a spec into the plugin's policy arguments.
+func argsOf(sp *api.SchedulingPolicy) PolicyArgs {
+	pa := PolicyArgs{Name: sp.Name, Weight: sp.Spec.Weight, FailurePolicy: FailurePolicy(sp.Spec.FailurePolicy),
+		Mode: Mode(sp.Spec.Mode), Shadows: sp.Spec.Shadows, Settings: sp.Spec.Settings, Timeout: sp.Spec.Timeout,
+		MemoryLimit: sp.Spec.MemoryLimit, MaxInstances: int(sp.Spec.MaxInstances)}
+	a := Args{Namespace: "-", Policies: []PolicyArgs{pa}}
+	SetDefaults(&a)
+	return a.Policies[0]
+}
+
+// revisionArgs are the arguments a revision loads with.
+func (e *entry) revisionArgs(r api.Revision) *PolicyArgs {
+	sp := e.sp.DeepCopy()
+	sp.Spec.Settings, sp.Spec.Timeout, sp.Spec.MemoryLimit, sp.Spec.MaxInstances = r.Settings, r.Timeout, r.MemoryLimit, r.MaxInstances
+	pa := argsOf(sp)
+	return &pa
+}
+
+// setSpec acts on the resource as the informer now has it; it reports
+// whether the roster must be rebuilt (mode or target changed). The caller
+// holds c.mu.
+func (e *entry) setSpec(sp *api.SchedulingPolicy) (rosterChanged bool) {
+	prev := e.sp
+	e.sp = sp
+	pa := argsOf(sp)
+	if prev == nil || prev.Spec.Mode != sp.Spec.Mode || prev.Spec.Shadows != sp.Spec.Shadows {
+		rosterChanged = true
+	}
+	e.slot.live.Store(&pa)
+	rev := api.RevisionOf(&sp.Spec)
+	// A fetch that failed is retried at each resync: the chunks may have
+	// been pushed late, the URL may be back.
+	retry := rev.Key == e.want.Key && e.failKind[rev.Key] == api.ReasonFetch
+	if rev.Key == e.want.Key && !retry {
+		return rosterChanged
+	}
+	e.want = rev
+	e.gen++
+	delete(e.failed, rev.Key)
+	delete(e.failKind, rev.Key)
+	if q := quarantineOf(sp, rev.Key); q != nil {
+		e.refuse(rev, api.ReasonQuarantined, fmt.Errorf("revision %s is quarantined: %s (push it again with --force to retry it)", rev.Short(), q.Reason))
+		return rosterChanged
+	}
+	if err := e.c.checkCeilings(rev); err != nil {
+		e.refuse(rev, api.ReasonInvalid, err)
+		return rosterChanged
+	}
+	if e.startup && !e.slot.hasVersion() {
+		if m := e.c.replicaStatus(sp); m != nil && m.Probation != nil && m.Probation.Key == rev.Key && !isLastGood(sp, rev.Key) {
+			e.quarantine(rev, m.Probation)
+			return rosterChanged
+		}
+	}
+	e.fetch(rev, e.gen)
+	return rosterChanged
+}
+
+func quarantineOf(sp *api.SchedulingPolicy, key string) *api.Quarantine {
+	for i := range sp.Status.Quarantined {
+		if sp.Status.Quarantined[i].Key == key {
+			return &sp.Status.Quarantined[i]
+		}
+	}
+	return nil
+}
+
+func isLastGood(sp *api.SchedulingPolicy, key string) bool {
+	return sp.Status.LastGood != nil && sp.Status.LastGood.Key == key
+}
+
+// checkCeilings refuses a revision whose limits exceed the operator's.
+func (c *catalog) checkCeilings(r api.Revision) error {
+	ce := c.args.Ceilings
+	if r.Timeout != nil && r.Timeout.Duration > ce.Timeout.Duration {
+		return fmt.Errorf("timeout %v is over the scheduler's ceiling of %v", r.Timeout.Duration, ce.Timeout.Duration)
+	}
+	if r.MemoryLimit != nil && r.MemoryLimit.Cmp(*ce.MemoryLimit) > 0 {
+		return fmt.Errorf("memoryLimit %s is over the scheduler's ceiling of %s", r.MemoryLimit, ce.MemoryLimit)
+	}
+	if int(r.MaxInstances) > ce.MaxInstances {
+		return fmt.Errorf("maxInstances %d is over the scheduler's ceiling of %d", r.MaxInstances, ce.MaxInstances)
+	}
+	return nil
+}
+
+// quarantine records that rev was on probation on this replica when its
+// previous process died, and falls back. The caller holds c.mu.
+func (e *entry) quarantine(rev api.Revision, p *api.Probation) {
+	reason := fmt.Sprintf("it had served on replica %s for %v (since %s) when the scheduler stopped without closing: the process died or failed its liveness probe within the probation of %v",
+		e.c.replica, time.Since(p.Since.Time).Round(time.Second), p.Since.UTC().Format(time.RFC3339), e.c.args.Probation.Duration)
+	q := api.Quarantine{Key: rev.Key, SHA256: rev.Module.SHA256, Replica: e.c.replica, Reason: reason, At: metav1.Now()}
+	sp := e.sp
+	go func() {
+		ctx, cancel := context.WithTimeout(e.ctx, markTimeout)
+		defer cancel()
+		err := e.c.status.update(ctx, e.name, func(sp *api.SchedulingPolicy) bool {
+			if quarantineOf(sp, q.Key) == nil {
+				sp.Status.Quarantined = append(sp.Status.Quarantined, q)
+				if n := len(sp.Status.Quarantined); n > api.MaxQuarantined {
+					sp.Status.Quarantined = sp.Status.Quarantined[n-api.MaxQuarantined:]
+				}
+			}
+			return e.c.setReplica(sp, func(r *api.ReplicaStatus) { r.Probation = nil })
+		})
+		if err != nil {
+			e.c.logger.Error(err, "Could not record the quarantine in status", "policy", e.name)
+		}
+	}()
+	e.c.logger.Error(nil, "Policy revision quarantined: the last good revision serves instead", "policy", e.name, "revision", rev.Key, "digest", rev.Module.SHA256, "reason", reason)
+	e.c.event(sp, v1.EventTypeWarning, "PolicyQuarantined", fmt.Sprintf("revision %s quarantined: %s; %s", rev.Short(), reason, e.fallbackNote()))
+	e.refuse(rev, api.ReasonQuarantined, fmt.Errorf("revision %s is quarantined: %s", rev.Short(), reason))
+}
+
+// fallbackNote says what serves when the spec's revision does not.
+func (e *entry) fallbackNote() string {
+	if lg := e.sp.Status.LastGood; lg != nil {
+		return "the last good revision " + lg.Short() + " serves instead"
+	}
+	return "no last good revision is recorded, so nothing serves"
+}
+
+// refuse records that rev cannot serve and falls back when nothing
+// serves. The caller holds c.mu.
+func (e *entry) refuse(rev api.Revision, kind string, err error) {
+	e.failed[rev.Key] = err
+	e.failKind[rev.Key] = kind
+	if rev.Key == e.want.Key && kind != api.ReasonQuarantined {
+		e.c.event(e.sp, v1.EventTypeWarning, "PolicyRejected", fmt.Sprintf("revision %s refused: %v; %s", rev.Short(), err, e.servingNote()))
+	}
+	e.c.status.touch(e.name)
+	if e.slot.hasVersion() {
+		e.settle()
+		return
+	}
+	e.tryFallback()
+}
+
+// servingNote says what keeps serving after a refusal.
+func (e *entry) servingNote() string {
+	if k := e.slot.currentKey(); k != "" {
+		if r, ok := e.revs[k]; ok {
+			return "revision " + r.Short() + " keeps serving"
+		}
+	}
+	return e.fallbackNote()
+}
+
+// tryFallback offers the last good revision, once, if it can serve. The
+// caller holds c.mu.
+func (e *entry) tryFallback() {
+	lg := e.sp.Status.LastGood
+	switch {
+	case lg == nil || e.fallback == lg.Key || lg.Key == e.want.Key:
+	case lg.Verify() != nil:
+		e.c.logger.Error(lg.Verify(), "Ignoring status.lastGood", "policy", e.name)
+	case quarantineOf(e.sp, lg.Key) != nil || e.failed[lg.Key] != nil:
+	default:
+		e.fallback = lg.Key
+		e.c.logger.Info("Falling back to the last good revision", "policy", e.name, "revision", lg.Key, "digest", lg.Module.SHA256)
+		e.fetch(*lg, e.gen)
+		return
+	}
+	e.settle()
+}
+
+// settle marks the entry's start-up as over. The caller holds c.mu.
+func (e *entry) settle() {
+	if !e.settledOnce {
+		e.settledOnce = true
+		close(e.settled)
+	}
+}
+
+// fetch gets rev's bytes on a goroutine of its own and hands them to the
+// loader, unless a newer revision is wanted by then (gen). The caller
+// holds c.mu.
+func (e *entry) fetch(rev api.Revision, gen int) {
+	args := e.revisionArgs(rev)
+	e.slot.setMissing("")
+	go func() {
+		ctx, cancel := context.WithTimeout(e.ctx, 3*time.Minute)
+		defer cancel()
+		v, err := e.c.fetchModule(ctx, rev.Module)
+		e.c.mu.Lock()
+		defer e.c.mu.Unlock()
+		if e.ctx.Err() != nil || (gen != e.gen) {
+			return
+		}
+		if err != nil {
+			e.slot.setMissing(err.Error())
+			e.c.logger.Error(err, "Policy module cannot be fetched", "policy", e.name, "revision", rev.Key)
+			e.refuse(rev, api.ReasonFetch, err)
+			return
+		}
+		e.revs[rev.Key] = rev
+		e.slot.offerRequest(&request{v: v, at: time.Now(), args: args, key: rev.Key})
+	}()
+}
+
+// fetchModule reads a module from where the spec says it is.
+func (c *catalog) fetchModule(ctx context.Context, m api.Module) (source.Version, error) {
+	switch {
+	case m.URL != "":
+		return source.FetchURL(ctx, m.URL, m.SHA256)
+	case m.File != "":
+		return source.ReadFile(m.File, m.SHA256)
+	}
+	return source.FetchModule(ctx, c.pl.handle.ClientSet(), c.namespace, m.SHA256)
+}
+
+// beforeInstall marks a revision on probation before it serves (on the
+// loader goroutine): if the process dies with it serving, the next start
+// finds the mark. The write is bounded by markTimeout; when it fails the
+// revision serves unmarked, and the failure is logged.
+func (e *entry) beforeInstall(r *request) {
+	e.c.mu.Lock()
+	lastGood := isLastGood(e.sp, r.key)
+	e.c.mu.Unlock()
+	if lastGood {
+		return
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, markTimeout)
+	defer cancel()
+	since := metav1.Now()
+	err := e.c.status.update(ctx, e.name, func(sp *api.SchedulingPolicy) bool {
+		return e.c.setReplica(sp, func(rs *api.ReplicaStatus) { rs.Probation = &api.Probation{Key: r.key, Since: since} })
+	})
+	if err != nil {
+		e.c.logger.Error(err, "Could not mark the revision on probation before it serves: a crash now would not quarantine it", "policy", e.name, "revision", r.key)
+	}
+}
+
+// afterLoad hears each load's outcome (on the loader goroutine).
+func (e *entry) afterLoad(r *request, err error) {
+	e.c.mu.Lock()
+	defer e.c.mu.Unlock()
+	rev, ok := e.revs[r.key]
+	if !ok || e.ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		e.refuse(rev, api.ReasonLoadFailed, err)
+		return
+	}
+	e.settle()
+	if r.key != e.want.Key {
+		e.c.event(e.sp, v1.EventTypeWarning, "PolicyServingLastGood", fmt.Sprintf("revision %s serves instead of the spec's %s, which was refused: %v",
+			rev.Short(), e.want.Short(), e.failed[e.want.Key]))
+	} else {
+		e.c.event(e.sp, v1.EventTypeNormal, "PolicyServing", "revision "+rev.Short()+" serves")
+	}
+	if e.probation != nil {
+		e.probation.Stop()
+		e.probation = nil
+	}
+	if isLastGood(e.sp, r.key) {
+		return
+	}
+	e.probationKey = r.key
+	e.probation = time.AfterFunc(e.c.args.Probation.Duration, func() { e.prove(rev) })
+}
+
+// prove makes rev the last good revision once it has served its
+// probation, if it still serves.
+func (e *entry) prove(rev api.Revision) {
+	if e.slot.currentKey() != rev.Key || e.ctx.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	now := metav1.Now()
+	err := e.c.status.update(ctx, e.name, func(sp *api.SchedulingPolicy) bool {
+		st := &sp.Status
+		st.LastGood = rev.DeepCopy()
+		hist := []api.HistoryEntry{{Revision: rev, ProvenAt: now}}
+		for _, h := range st.History {
+			if h.Key != rev.Key {
+				hist = append(hist, h)
+			}
+		}
+		st.History = hist[:min(len(hist), api.MaxHistory)]
+		e.c.setReplica(sp, func(r *api.ReplicaStatus) {
+			if r.Probation != nil && r.Probation.Key == rev.Key {
+				r.Probation = nil
+			}
+		})
+		return true
+	})
+	if err != nil {
+		e.c.logger.Error(err, "Could not record the last good revision", "policy", e.name, "revision", rev.Key)
+		e.c.mu.Lock()
+		if e.probationKey == rev.Key && e.ctx.Err() == nil {
+			e.probation = time.AfterFunc(10*time.Second, func() { e.prove(rev) })
+		}
+		e.c.mu.Unlock()
+		return
+	}
+	e.c.logger.Info("Policy revision proven: it is the last good revision", "policy", e.name, "revision", rev.Key, "digest", rev.Module.SHA256)
+	e.c.mu.Lock()
+	e.probation, e.probationKey = nil, ""
+	e.c.mu.Unlock()
+}
+
+// remove retires the entry's slot: the policy is no longer selected. Its
+// version serves the cycles pinned to it until they end.
+func (e *entry) remove() {
+	e.c.mu.Lock()
+	if e.probation != nil {
+		e.probation.Stop()
+	}
+	e.c.mu.Unlock()
+	e.cancel()
+	go func() {
+		e.slot.waitLoader()
+		guestTime.remove(e.slot)
+		loadingSince.DeleteLabelValues(e.name)
+		if p := e.slot.current.Swap(nil); p != nil {
+			activeVersion.DeleteLabelValues(e.name, p.Digest())
+			e.slot.retire(e.c.logger, p)
+		}
+	}()
+}
+
+// eventRecorder is the profile's recorder, nil without a handle.
+func (pl *Plugin) eventRecorder() events.EventRecorder {
+	if pl.handle == nil {
+		return nil
+	}
+	return pl.handle.EventRecorder()
+}

@@ -1,0 +1,306 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+
+	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
+	"github.com/wasmsched/wasmsched/host/plugin"
+	"github.com/wasmsched/wasmsched/host/source"
+	"github.com/wasmsched/wasmsched/internal/testwasm"
+)
+
+// selecting returns a tweak that makes the WasmPolicy arguments select
+// SchedulingPolicies by name, with a short probation.
+func selecting(probation string, names ...string) func(cfg map[string]any) {
+	return func(cfg map[string]any) {
+		prof := cfg["profiles"].([]any)[0].(map[string]any)
+		prof["pluginConfig"] = []any{map[string]any{"name": plugin.Name, "args": map[string]any{
+			"namespace":          policyNamespace,
+			"schedulingPolicies": map[string]any{"names": names},
+			"probation":          probation,
+		}}}
+	}
+}
+
+func (c *cluster) dynamic() dynamic.Interface { return dynamic.NewForConfigOrDie(c.cp.RestConfig()) }
+
+// installCRD installs the SchedulingPolicy CRD and the policies' namespace.
+func (c *cluster) installCRD() {
+	c.t.Helper()
+	if err := api.Install(context.Background(), c.dynamic()); err != nil {
+		c.t.Fatal(err)
+	}
+	c.namespace(policyNamespace)
+}
+
+// pushModule writes a module's content-addressed chunks (as `wasmsched
+// push` does, without its checks) and returns its digest.
+func (c *cluster) pushModule(module []byte) string {
+	c.t.Helper()
+	cms, err := source.PackModule(policyNamespace, module)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, cm := range cms {
+		_, err := c.client.CoreV1().ConfigMaps(policyNamespace).Create(context.Background(), cm, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			c.t.Fatal(err)
+		}
+	}
+	return source.Digest(module)
+}
+
+// applyPolicy creates or replaces a SchedulingPolicy's spec.
+func (c *cluster) applyPolicy(name string, spec map[string]any) {
+	c.t.Helper()
+	res := c.dynamic().Resource(api.GVR).Namespace(policyNamespace)
+	ctx := context.Background()
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		u, err := res.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			u = &unstructured.Unstructured{Object: map[string]any{"apiVersion": api.GroupVersion.String(), "kind": api.Kind,
+				"metadata": map[string]any{"name": name, "namespace": policyNamespace}, "spec": spec}}
+			_, err = res.Create(ctx, u, metav1.CreateOptions{})
+			return err == nil, err
+		}
+		if err != nil {
+			return false, err
+		}
+		u.Object["spec"] = spec
+		_, err = res.Update(ctx, u, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		c.t.Fatalf("apply SchedulingPolicy %s: %v", name, err)
+	}
+}
+
+func (c *cluster) getPolicy(name string) *api.SchedulingPolicy {
+	c.t.Helper()
+	u, err := c.dynamic().Resource(api.GVR).Namespace(policyNamespace).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	sp, err := api.FromUnstructured(u)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return sp
+}
+
+// waitPolicy polls a SchedulingPolicy until done holds, and returns it.
+func (c *cluster) waitPolicy(name, what string, timeout time.Duration, done func(*api.SchedulingPolicy) bool) *api.SchedulingPolicy {
+	c.t.Helper()
+	var sp *api.SchedulingPolicy
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		u, err := c.dynamic().Resource(api.GVR).Namespace(policyNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		sp, err = api.FromUnstructured(u)
+		return err == nil && done(sp), nil
+	})
+	if err != nil {
+		b, _ := json.MarshalIndent(sp, "", "  ")
+		c.t.Fatalf("SchedulingPolicy %s: not %s within %v; last seen:\n%s", name, what, timeout, b)
+	}
+	return sp
+}
+
+func condition(sp *api.SchedulingPolicy, t string) metav1.Condition {
+	if c := meta.FindStatusCondition(sp.Status.Conditions, t); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+// servingKey: the policy serves revision key, and its Ready condition is
+// as wanted.
+func servingKey(key string, ready metav1.ConditionStatus) func(*api.SchedulingPolicy) bool {
+	return func(sp *api.SchedulingPolicy) bool {
+		return sp.Status.Serving != nil && sp.Status.Serving.Key == key && condition(sp, api.ConditionReady).Status == ready
+	}
+}
+
+func pinSpec(digest string, nodes ...string) map[string]any {
+	ns := make([]any, len(nodes))
+	for i, n := range nodes {
+		ns[i] = n
+	}
+	return map[string]any{"module": map[string]any{"sha256": digest}, "settings": map[string]any{"nodes": ns}}
+}
+
+func revisionKey(t *testing.T, spec map[string]any) string {
+	t.Helper()
+	b, _ := json.Marshal(spec)
+	var s api.SchedulingPolicySpec
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	return api.RevisionOf(&s).Key
+}
+
+// policyEvents returns the messages of the Events with reason on a
+// SchedulingPolicy.
+func (c *cluster) policyEvents(name, reason string) []string {
+	c.t.Helper()
+	evs, err := c.client.EventsV1().Events(policyNamespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var out []string
+	for _, e := range evs.Items {
+		if e.Regarding.Kind == api.Kind && e.Regarding.Name == name && e.Reason == reason {
+			out = append(out, e.Note)
+		}
+	}
+	return out
+}
+
+// A SchedulingPolicy is applied, its settings changed, broken in three
+// ways and deleted while the scheduler runs: each change is a kubectl
+// apply, settings reload like modules, every refusal keeps the serving
+// revision and says why in status and an Event, and pods follow.
+func TestSchedulingPolicyLifecycle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	c := startCluster(t, nil)
+	c.installCRD()
+	for _, n := range []string{"n1", "n2", "n3"} {
+		c.node(n, nil)
+	}
+	digest := c.pushModule(testwasm.Bytes(t, "examples/nodepin"))
+	first := pinSpec(digest, "n1")
+	c.applyPolicy("pin", first)
+	restartScheduler(t, c, nil, selecting("2s", "pin"))
+
+	sp := c.waitPolicy("pin", "serving", 30*time.Second, servingKey(revisionKey(t, first), metav1.ConditionTrue))
+	if sp.Status.ServingDigest != digest[:12] || sp.Status.ObservedGeneration != sp.Generation || condition(sp, api.ConditionRejected).Status != metav1.ConditionFalse {
+		t.Errorf("status after the first apply: servingDigest %q observedGeneration %d/%d rejected %+v", sp.Status.ServingDigest,
+			sp.Status.ObservedGeneration, sp.Generation, condition(sp, api.ConditionRejected))
+	}
+	c.pod("a")
+	if n := c.waitBound("a", 30*time.Second); n != "n1" {
+		t.Fatalf("pod a on %s, want n1", n)
+	}
+	// Probation passes: the revision becomes the last good one.
+	sp = c.waitPolicy("pin", "proven", 30*time.Second, func(sp *api.SchedulingPolicy) bool {
+		return sp.Status.LastGood != nil && sp.Status.LastGood.Key == revisionKey(t, first) && len(sp.Status.History) == 1
+	})
+	if r := sp.Status.Replicas; len(r) != 1 || !r[0].Ready || r[0].Probation != nil {
+		t.Errorf("replica entries %+v: want one, ready, off probation", r)
+	}
+
+	// Settings are hot-reloaded.
+	second := pinSpec(digest, "n2")
+	start := time.Now()
+	c.applyPolicy("pin", second)
+	c.waitPolicy("pin", "serving the new settings", 30*time.Second, servingKey(revisionKey(t, second), metav1.ConditionTrue))
+	t.Logf("settings change to serving: %v", time.Since(start))
+	c.pod("b")
+	if n := c.waitBound("b", 30*time.Second); n != "n2" {
+		t.Fatalf("pod b on %s, want n2 (the new settings)", n)
+	}
+
+	// Settings the policy rejects: refused, the previous revision serves.
+	bad := map[string]any{"module": map[string]any{"sha256": digest}, "settings": map[string]any{"nodes": []any{}}}
+	c.applyPolicy("pin", bad)
+	sp = c.waitPolicy("pin", "rejecting the settings", 30*time.Second, func(sp *api.SchedulingPolicy) bool {
+		return condition(sp, api.ConditionRejected).Status == metav1.ConditionTrue && sp.Status.ObservedGeneration == sp.Generation
+	})
+	rej, ready := condition(sp, api.ConditionRejected), condition(sp, api.ConditionReady)
+	if rej.Reason != api.ReasonLoadFailed || !strings.Contains(rej.Message, `"nodes" must list at least one node`) {
+		t.Errorf("Rejected = %+v, want LoadFailed naming the policy's settings error", rej)
+	}
+	if ready.Status != metav1.ConditionFalse || ready.Reason != api.ReasonServingLastGood || sp.Status.Serving.Key != revisionKey(t, second) {
+		t.Errorf("Ready = %+v, serving %+v: want the previous revision serving", ready, sp.Status.Serving)
+	}
+	c.pod("c")
+	if n := c.waitBound("c", 30*time.Second); n != "n2" {
+		t.Fatalf("pod c on %s, want n2 (the previous revision)", n)
+	}
+
+	// A digest whose chunks do not exist, then bytes that are not a
+	// policy: each refusal's Event carries its own message.
+	missing := strings.Repeat("ab", 32)
+	c.applyPolicy("pin", pinSpec(missing, "n3"))
+	sp = c.waitPolicy("pin", "refusing the missing module", 30*time.Second, func(sp *api.SchedulingPolicy) bool {
+		r := condition(sp, api.ConditionRejected)
+		return r.Reason == api.ReasonFetch && sp.Status.ObservedGeneration == sp.Generation
+	})
+	if m := condition(sp, api.ConditionRejected).Message; !strings.Contains(m, "not found") || !strings.Contains(m, api.ModuleName(missing)) {
+		t.Errorf("Rejected message %q: want it to name the missing chunk", m)
+	}
+	junk := c.pushModule([]byte("\x00asm\x01\x00\x00\x00 this is no policy"))
+	c.applyPolicy("pin", pinSpec(junk, "n3"))
+	c.waitPolicy("pin", "refusing the junk module", 30*time.Second, func(sp *api.SchedulingPolicy) bool {
+		return condition(sp, api.ConditionRejected).Reason == api.ReasonLoadFailed && sp.Status.ObservedGeneration == sp.Generation
+	})
+	var notes []string
+	wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		notes = c.policyEvents("pin", "PolicyRejected")
+		return len(notes) >= 3, nil
+	})
+	joined := strings.Join(notes, "\n")
+	for _, want := range []string{`must list at least one node`, "not found", junk[:12]} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("no PolicyRejected Event says %q; Events:\n%s", want, joined)
+		}
+	}
+	c.pod("d")
+	if n := c.waitBound("d", 30*time.Second); n != "n2" {
+		t.Fatalf("pod d on %s, want n2: refusals must not change what serves", n)
+	}
+
+	// Deleted: a policy named in the arguments is required, so pods wait,
+	// with the reason; re-created, it serves and they bind.
+	if err := c.dynamic().Resource(api.GVR).Namespace(policyNamespace).Delete(context.Background(), "pin", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	c.pod("e")
+	if msg := c.waitUnschedulable("e", 30*time.Second); !strings.Contains(msg, "SchedulingPolicy "+policyNamespace+"/pin does not exist") {
+		t.Errorf("pod e: %q, want the missing policy named", msg)
+	}
+	third := pinSpec(digest, "n3")
+	c.applyPolicy("pin", third)
+	if n := c.waitBound("e", 30*time.Second); n != "n3" {
+		t.Fatalf("pod e on %s, want n3 once the policy is back", n)
+	}
+}
+
+// podsBoundOnce checks that every pod in default is bound and was bound
+// exactly once (one Scheduled event each).
+func (c *cluster) podsBoundOnce(n int) map[string]string {
+	c.t.Helper()
+	nodes := c.waitAllBound(n, 2*time.Minute)
+	var twice []string
+	for pod, k := range c.scheduledEvents() {
+		if k > 1 {
+			twice = append(twice, fmt.Sprintf("%s (%d)", pod, k))
+		}
+	}
+	if len(twice) > 0 {
+		c.t.Errorf("pods bound more than once: %v", twice)
+	}
+	return nodes
+}
+
+var _ = v1.PodPending
