@@ -41,8 +41,8 @@ type SlotStatus struct {
 	Active   bool      `json:"active"`
 	// Key identifies what serves: a SchedulingPolicy's revision key, or
 	// the module's digest.
-	Key string `json:"key,omitempty"`
-	Reloads  int       `json:"reloads"`
+	Key     string `json:"key,omitempty"`
+	Reloads int    `json:"reloads"`
 	// LastRejected is the last version (or source state) refused, and why.
 	LastRejected *Rejection `json:"lastRejected,omitempty"`
 	// Loading is the version being loaded now, if any: it is neither

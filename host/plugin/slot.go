@@ -31,7 +31,7 @@ type Slot struct {
 	// required: a cycle refuses pods while the slot has no version (a
 	// SchedulingPolicy named in the plugin's arguments).
 	required bool
-	metrics map[abiv1.Point]*pointMetrics
+	metrics  map[abiv1.Point]*pointMetrics
 
 	// lastFilter is the entry of the last cycle that ran this policy's
 	// Filter; share averages how much of the snapshot recent cycles asked
