@@ -65,6 +65,9 @@ func (r *shadowRun) compareFilter(ctx context.Context, c *compose.Cycle, ni fwk.
 		start := time.Now()
 		s, err = sh.Filter(ctx, c.Policy, ni)
 		r.slot.Called(compose.Call{Point: abiv1.Point_POINT_FILTER, Took: time.Since(start), Calls: 1, Status: s, Err: err})
+		if err == nil {
+			err = r.guestError(abiv1.Point_POINT_FILTER, s)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return // the scheduler stopped filtering: nothing to compare
@@ -115,4 +118,14 @@ func (r *shadowRun) failed(ctx context.Context, pod *v1.Pod, pt abiv1.Point, err
 	r.slot.metrics[pt].errors.Inc()
 	klog.FromContext(ctx).WithName(Name).Error(ce, "Shadow policy failed", "policy", r.enforcing.Name, "shadow", name,
 		"pod", klog.KObj(pod), "point", point, "kind", kind, "shadowDigest", short(r.version.Digest()))
+}
+
+// guestError is the shadow's own Error verdict at pt as a failure, nil for
+// any other verdict.
+func (r *shadowRun) guestError(pt abiv1.Point, s policy.Status) error {
+	if s.Code != abiv1.Code_CODE_ERROR {
+		return nil
+	}
+	return r.version.CallError(engine.PointName(pt), engine.KindGuest,
+		fmt.Errorf("policy reported an error: %s", strings.Join(s.Reasons, "; ")))
 }

@@ -2,8 +2,6 @@ package plugin
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -11,7 +9,6 @@ import (
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 	"github.com/wasmsched/wasmsched/host/compose"
-	"github.com/wasmsched/wasmsched/host/engine"
 	"github.com/wasmsched/wasmsched/host/policy"
 )
 
@@ -35,9 +32,8 @@ func (r *shadowRun) comparePermit(ctx context.Context, c *compose.Cycle, ni fwk.
 	if err != nil && ctx.Err() != nil {
 		return // the scheduler abandoned the cycle: nothing to compare
 	}
-	if err == nil && res.Status.Code == abiv1.Code_CODE_ERROR {
-		err = sh.CallError(engine.PointName(abiv1.Point_POINT_PERMIT), engine.KindGuest,
-			fmt.Errorf("policy reported an error: %s", strings.Join(res.Status.Reasons, "; ")))
+	if err == nil {
+		err = r.guestError(abiv1.Point_POINT_PERMIT, res.Status)
 	}
 	if err != nil {
 		r.failed(ctx, c.Pod(), abiv1.Point_POINT_PERMIT, err)
