@@ -51,8 +51,18 @@ type Member struct {
 	// (policy.FilterAll) rather than node by node. nil: always batch.
 	BatchFilter func(e *Entry, nodes int) bool
 	// AfterFilter, if set, is called with each of the policy's Filter
-	// verdicts (the plugin compares shadow policies there).
+	// verdicts (the plugin compares shadow policies there), from the
+	// Filter goroutines: it must be safe for concurrent use.
 	AfterFilter func(ctx context.Context, c *Cycle, ni fwk.NodeInfo, s policy.Status, err error)
+	// AfterScore, if set, is called once per cycle from NormalizeScore with
+	// the nodes and the policy's final scores of them (normalised, in
+	// range, in the same order), when they count in the combined score. It
+	// must not keep or modify either slice.
+	AfterScore func(ctx context.Context, c *Cycle, nodes []fwk.NodeInfo, scores []policy.NodeScore)
+	// AfterPermit, if set, is called with the policy's Permit answer on ni
+	// (err is a failure, a guest's own Error verdict included), before
+	// the composition acts on it. It must not keep waiting.
+	AfterPermit func(ctx context.Context, c *Cycle, ni fwk.NodeInfo, waiting []*abiv1.WaitingPod, res policy.PermitResult, err error)
 }
 
 // Observer is told what the composition does with one policy, for metrics

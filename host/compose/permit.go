@@ -53,6 +53,9 @@ func (c *Cycle) Permit(ctx context.Context, ni fwk.NodeInfo, waiting []*abiv1.Wa
 		if err == nil {
 			err = guestError(e, abiv1.Point_POINT_PERMIT, res.Status)
 		}
+		if e.AfterPermit != nil {
+			e.AfterPermit(ctx, c, ni, waiting, res, err)
+		}
 		if err != nil {
 			if s := c.fail(ctx, e, abiv1.Point_POINT_PERMIT, err); s != nil {
 				out.Status = s

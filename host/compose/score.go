@@ -127,11 +127,14 @@ func (c *Cycle) NormalizeScore(ctx context.Context, names []string) ([]int64, *S
 		if guestNormalizes {
 			call = "normalize_score"
 		}
-		if guestNormalizes && !e.normalized {
-			infos := make([]fwk.NodeInfo, len(names))
+		var infos []fwk.NodeInfo
+		if (guestNormalizes && !e.normalized) || e.AfterScore != nil {
+			infos = make([]fwk.NodeInfo, len(names))
 			for k := range names {
 				infos[k] = c.scored[at[k]]
 			}
+		}
+		if guestNormalizes && !e.normalized {
 			start := time.Now()
 			s, err := e.Version.NormalizeScore(ctx, c.Policy, infos, ps)
 			e.called(abiv1.Point_POINT_NORMALIZE_SCORE, start, 1, s, err)
@@ -151,6 +154,9 @@ func (c *Cycle) NormalizeScore(ctx context.Context, names []string) ([]int64, *S
 			}
 			continue // left out: this policy does not count for this pod
 		}
+		if e.AfterScore != nil {
+			e.AfterScore(ctx, c, infos, ps)
+		}
 		for k, s := range ps {
 			totals[k] += e.Weight * s.Score
 		}
@@ -162,6 +168,71 @@ func (c *Cycle) NormalizeScore(ctx context.Context, names []string) ([]int64, *S
 		}
 	}
 	return totals, nil
+}
+
+// ScoreAlone is what m's policy alone makes of nodes in this cycle: its
+// final scores, in the order of nodes, from the calls the composition makes
+// for a member (one ScoreAll batch, the composition's PreScore; node by node
+// when the batch did not succeed; then the guest's NormalizeScore unless the
+// batch normalised), checked in range. No failure policy applies: the first
+// failure is returned, as a *engine.CallError, and nothing else is left
+// out. Calls and the batch's failure are reported to m.Observer. It is for
+// policies that score beside the composition without counting in it (a
+// shadow); it leaves the cycle's own scores alone. Call it from one
+// goroutine per member at a time.
+func (c *Cycle) ScoreAlone(ctx context.Context, m Member, nodes []fwk.NodeInfo) ([]policy.NodeScore, error) {
+	e := &Entry{Member: m}
+	ps := make([]policy.NodeScore, len(nodes))
+	for i, ni := range nodes {
+		ps[i].Name = ni.Node().Name
+	}
+	start := time.Now()
+	res, err := e.Version.ScoreAll(ctx, c.Policy, nodes)
+	switch {
+	case err != nil:
+		c.retry(ctx, e, abiv1.Point_POINT_SCORE, err)
+	case res.Bad < 0:
+		e.called(abiv1.Point_POINT_SCORE, start, len(nodes), policy.Status{Code: abiv1.Code_CODE_SUCCESS}, nil)
+		for i, v := range res.Values {
+			ps[i].Score = v
+		}
+	}
+	if err != nil || res.Bad >= 0 {
+		for i, ni := range nodes {
+			start := time.Now()
+			v, s, err := e.Version.Score(ctx, c.Policy, ni)
+			e.called(abiv1.Point_POINT_SCORE, start, 1, s, err)
+			if err == nil {
+				err = mustSucceed(e, abiv1.Point_POINT_SCORE, s)
+			}
+			if err != nil {
+				return nil, e.callError(abiv1.Point_POINT_SCORE, err)
+			}
+			ps[i].Score = v
+		}
+		res.Normalized = false
+	}
+	call := "score"
+	if e.Version.Implements(abiv1.Point_POINT_NORMALIZE_SCORE) {
+		call = "normalize_score"
+		if res.Normalized && e.Observer != nil {
+			e.Observer.Called(Call{Point: abiv1.Point_POINT_NORMALIZE_SCORE, Calls: 1, Status: policy.Status{Code: abiv1.Code_CODE_SUCCESS}})
+		} else if !res.Normalized {
+			start := time.Now()
+			s, err := e.Version.NormalizeScore(ctx, c.Policy, nodes, ps)
+			e.called(abiv1.Point_POINT_NORMALIZE_SCORE, start, 1, s, err)
+			if err == nil {
+				err = mustSucceed(e, abiv1.Point_POINT_NORMALIZE_SCORE, s)
+			}
+			if err != nil {
+				return nil, e.callError(abiv1.Point_POINT_NORMALIZE_SCORE, err)
+			}
+		}
+	}
+	if err := inRange(e, call, ps); err != nil {
+		return nil, err
+	}
+	return ps, nil
 }
 
 // inRange checks a policy's final scores; call is the guest call that gave

@@ -111,7 +111,8 @@ type PolicyArgs struct {
 	Settings json.RawMessage `json:"settings,omitempty"`
 	// Mode is Enforce (default) or Shadow: a shadow policy runs beside the
 	// enforcing policy named by Shadows, never affects placement, and the
-	// verdicts where the two disagree are counted and logged.
+	// answers where the two disagree (Filter verdicts, the best scored
+	// node, Permit's verdict class) are counted and logged.
 	Mode    Mode   `json:"mode,omitempty"`
 	Shadows string `json:"shadows,omitempty"`
 	// OnDelete says what happens when the policy's source disappears (its

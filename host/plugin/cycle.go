@@ -54,7 +54,8 @@ func (pl *Plugin) newCycle(pod *v1.Pod, nodes []fwk.NodeInfo) *cycleState {
 		m := s.member(v)
 		if sh := r.shadows[s]; sh != nil {
 			if sv := sh.Current(); sv != nil {
-				m.AfterFilter = (&shadowRun{enforcing: m, slot: sh, version: sv}).compare
+				r := &shadowRun{enforcing: m, slot: sh, version: sv}
+				m.AfterFilter, m.AfterScore, m.AfterPermit = r.compareFilter, r.compareScores, r.comparePermit
 			}
 		}
 		members = append(members, m)

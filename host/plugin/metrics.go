@@ -65,13 +65,13 @@ var (
 	shadowDisagreements = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      subsystem,
 		Name:           "shadow_disagreements_total",
-		Help:           "Filter verdicts where a shadow policy disagreed with the enforcing policy it runs beside.",
+		Help:           "Comparisons where a shadow policy disagreed with the enforcing policy it runs beside, by point: filter (a node's verdict), score (a cycle's best node), permit (the verdict class: allow, wait, reject, error).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"policy", "shadow", "point"})
 	shadowComparisons = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      subsystem,
 		Name:           "shadow_comparisons_total",
-		Help:           "Filter verdicts compared between a shadow policy and its enforcing policy.",
+		Help:           "Comparisons between a shadow policy and its enforcing policy, by point: filter (per node), score (per cycle), permit (per Permit call).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"policy", "shadow", "point"})
 

@@ -227,24 +227,48 @@ func TestHotReloadUnderLoad(t *testing.T) {
 }
 
 // A shadow version runs beside the enforcing one without changing where
-// pods go; the verdicts where they disagree are counted.
+// pods go; the verdicts where they disagree are counted. Filter: canary
+// passes only node-b, where placer passes node-a and node-a2. Score and
+// Permit: ranker prefers node-a and allows; its shadow prefers node-a2 and
+// answers Wait, which would park every pod past its 3s timeout (and so
+// never bind it) if the shadow's verdict were applied.
 func TestShadowMode(t *testing.T) {
 	c := startCluster(t, []policy{
 		{Name: "placer", Package: "test/guests/versions/a"},
 		{Name: "canary", Package: "test/guests/versions/b", Mode: "Shadow", Shadows: "placer"},
+		{Name: "ranker", Package: "test/guests/probe", Settings: `{"scoreLabel": "rank", "normalize": true}`},
+		{Name: "ranker-canary", Package: "test/guests/probe", Settings: `{"scoreLabel": "contrary", "normalize": true, "permit": "wait"}`,
+			Mode: "Shadow", Shadows: "ranker"},
 	})
-	c.node("node-a", labels("wasmsched-test/version", "a"))
-	c.node("node-b", labels("wasmsched-test/version", "b"))
-	for _, p := range []string{"s1", "s2", "s3"} {
+	c.node("node-a", labels("wasmsched-test/version", "a", "rank", "10", "contrary", "1"))
+	c.node("node-a2", labels("wasmsched-test/version", "a", "rank", "1", "contrary", "10"))
+	c.node("node-b", labels("wasmsched-test/version", "b", "rank", "5", "contrary", "5"))
+	pods := []string{"s1", "s2", "s3"}
+	for _, p := range pods {
 		c.pod(p)
 	}
-	for _, p := range []string{"s1", "s2", "s3"} {
+	for _, p := range pods {
 		if n := c.waitBound(p, 30*time.Second); n != "node-a" {
 			t.Fatalf("%s on %s: the shadow version changed placement", p, n)
 		}
 	}
 	assertMetric(t, `wasmsched_shadow_disagreements_total{point="filter",policy="placer",shadow="canary"}`)
 	assertMetric(t, `wasmsched_shadow_comparisons_total{point="filter",policy="placer",shadow="canary"}`)
+	// Every cycle that got to Permit compared its scores and its Permit
+	// once, and disagreed both times; their Filter verdicts all agreed.
+	for _, point := range []string{"filter", "score", "permit"} {
+		want := map[string]string{"policy": "ranker", "shadow": "ranker-canary", "point": point}
+		compared := metricValue(t, "wasmsched_shadow_comparisons_total", want)
+		disagreed := metricValue(t, "wasmsched_shadow_disagreements_total", want)
+		switch {
+		case compared < float64(len(pods)):
+			t.Errorf("%s: %g comparisons, want at least one per pod (%d)", point, compared, len(pods))
+		case point == "filter" && disagreed != 0:
+			t.Errorf("filter: %g disagreements of %g, want none", disagreed, compared)
+		case point != "filter" && disagreed != compared:
+			t.Errorf("%s: %g disagreements of %g comparisons, want every one", point, disagreed, compared)
+		}
+	}
 }
 
 // A version slow to load does not hold up the next one. The probe, with
