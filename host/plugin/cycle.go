@@ -54,8 +54,8 @@ func (pl *Plugin) newCycle(pod *v1.Pod, nodes []fwk.NodeInfo) *cycleState {
 		m := s.member(v)
 		if sh := r.shadows[s]; sh != nil {
 			if sv := sh.Current(); sv != nil {
-				r := &shadowRun{enforcing: m, slot: sh, version: sv}
-				m.AfterFilter, m.AfterScore, m.AfterPermit = r.compareFilter, r.compareScores, r.comparePermit
+				run := &shadowRun{enforcing: m, slot: sh, version: sv}
+				m.AfterFilter, m.AfterScore, m.AfterPermit = run.compareFilter, run.compareScores, run.comparePermit
 			}
 		}
 		members = append(members, m)

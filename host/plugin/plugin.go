@@ -136,7 +136,7 @@ func newRoster(slots []*Slot, blocked []blocker) *roster {
 			continue
 		}
 		for _, e := range slots {
-			if e.Args.Name == a.Shadows && e.args().Mode == ModeEnforce {
+			if e.Args.Name == a.Shadows && e.args().Mode != ModeShadow {
 				r.shadows[e] = sh
 			}
 		}

@@ -104,7 +104,8 @@ func TestShadowComparesScoreAndPermit(t *testing.T) {
 			enf.current.Store(enforcing)
 			sh := &Slot{Args: PolicyArgs{Name: "sh-canary", Mode: ModeShadow, Shadows: "sh-enf"}, metrics: newPointMetrics("sh-canary")}
 			sh.current.Store(load("sh-canary", tc.settings))
-			pl := &Plugin{slots: []*Slot{enf, sh}, shadows: map[*Slot]*Slot{enf: sh}}
+			pl := &Plugin{}
+			pl.roster.Store(newRoster([]*Slot{enf, sh}, nil))
 			before := readShadowCounts(t)
 
 			cs := framework.NewCycleState()
@@ -157,7 +158,8 @@ func TestNoShadowNoHooks(t *testing.T) {
 	t.Cleanup(func() { p.Close(context.Background()) })
 	s := &Slot{Args: PolicyArgs{Name: "alone"}, metrics: newPointMetrics("alone")}
 	s.current.Store(p)
-	pl := &Plugin{slots: []*Slot{s}}
+	pl := &Plugin{}
+	pl.roster.Store(newRoster([]*Slot{s}, nil))
 	e := pl.newCycle(&v1.Pod{}, nil).c.Entries[0]
 	if e.AfterFilter != nil || e.AfterScore != nil || e.AfterPermit != nil {
 		t.Fatal("a policy without a shadow has comparison hooks")
