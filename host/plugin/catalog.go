@@ -67,6 +67,7 @@ type catalog struct {
 	status   *policyStatusWriter
 
 	mu      sync.Mutex
+	eventMu sync.Mutex
 	entries map[string]*entry
 	listErr error
 	// started: the first reconcile is over; entries made before it were
@@ -74,6 +75,16 @@ type catalog struct {
 	// means its previous process died (catalog_load.go).
 	started bool
 	wg      sync.WaitGroup
+	// held are Events recorded before the scheduler records Events at
+	// all (see holdEvents); nil once they are sent.
+	held     []heldEvent
+	released bool
+}
+
+// heldEvent is an Event waiting for the scheduler's recorder to run.
+type heldEvent struct {
+	sp                      *api.SchedulingPolicy
+	eventType, reason, note string
 }
 
 // replicaName is this scheduler replica in status: $WASMSCHED_REPLICA,
@@ -151,7 +162,8 @@ func newCatalog(ctx context.Context, logger klog.Logger, pl *Plugin, args *Args)
 		case <-deadline:
 		}
 	}
-	c.wg.Add(2)
+	c.wg.Add(3)
+	go func() { defer c.wg.Done(); c.releaseEvents() }()
 	go func() { defer c.wg.Done(); c.run() }()
 	go func() { defer c.wg.Done(); c.status.run(ctx) }()
 	return c, nil
@@ -346,12 +358,44 @@ func (c *catalog) event(sp *api.SchedulingPolicy, eventType, reason, note string
 	if c.pl.handle == nil || c.pl.handle.EventRecorder() == nil {
 		return
 	}
+	c.eventMu.Lock()
+	if !c.released {
+		c.held = append(c.held, heldEvent{sp: sp, eventType: eventType, reason: reason, note: note})
+		c.eventMu.Unlock()
+		return
+	}
+	c.eventMu.Unlock()
 	ref := &v1.ObjectReference{APIVersion: api.GroupVersion.String(), Kind: api.Kind, Namespace: sp.Namespace, Name: sp.Name,
 		UID: sp.UID, ResourceVersion: sp.ResourceVersion}
 	if len(note) > maxEventNote {
 		note = note[:maxEventNote-4] + " ..."
 	}
 	c.pl.handle.EventRecorder().Eventf(ref, nil, eventType, reason, "Load", "%s", note)
+}
+
+// releaseEvents sends the Events held since start-up once the scheduler
+// records Events: kube-scheduler starts its Event broadcaster after it
+// has made the plugins and before it starts its informers, so Events
+// recorded while New runs (a fallback, a quarantine) would be dropped.
+// The pod informer's sync says the broadcaster runs; after two minutes
+// they are sent anyway.
+func (c *catalog) releaseEvents() {
+	deadline := time.Now().Add(2 * time.Minute)
+	f := c.pl.handle.SharedInformerFactory()
+	for f != nil && time.Now().Before(deadline) && !f.Core().V1().Pods().Informer().HasSynced() {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	c.eventMu.Lock()
+	held := c.held
+	c.held, c.released = nil, true
+	c.eventMu.Unlock()
+	for _, e := range held {
+		c.event(e.sp, e.eventType, e.reason, e.note)
+	}
 }
 
 // get returns the resource as the informer holds it.

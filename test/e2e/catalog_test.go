@@ -303,4 +303,143 @@ func (c *cluster) podsBoundOnce(n int) map[string]string {
 	return nodes
 }
 
-var _ = v1.PodPending
+// streamPods creates a pod every interval (stream-0, stream-1, ...) until
+// the returned stop is called; stop returns how many were created.
+func (c *cluster) streamPods(interval time.Duration) (stop func() int) {
+	done, finished := make(chan struct{}), make(chan int)
+	go func() {
+		n := 0
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				finished <- n
+				return
+			case <-t.C:
+			}
+			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("stream-%d", n), Namespace: "default"},
+				Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}
+			if _, err := c.client.CoreV1().Pods("default").Create(context.Background(), p, metav1.CreateOptions{}); err == nil {
+				n++
+			}
+		}
+	}()
+	return func() int { close(done); return <-finished }
+}
+
+// The scheduler (a subprocess) is killed and restarted at the bad moments
+// of a policy's life while pods stream in: with a broken revision in the
+// spec, with a new revision still on probation, with the serving
+// module's chunks deleted. It always comes back serving what it can (the
+// last good revision, or nothing, refusing pods with the reason, when
+// nothing loads), never crash-loops, and at the end every pod is bound
+// exactly once.
+func TestSchedulingPolicyRestarts(t *testing.T) {
+	c := startCluster(t, nil)
+	c.installCRD()
+	for _, n := range []string{"n1", "n2", "n3"} {
+		c.node(n, nil)
+	}
+	module := testwasm.Bytes(t, "examples/nodepin")
+	precompile(t, module)
+	digest := c.pushModule(module)
+	good := pinSpec(digest, "n1", "n2")
+	goodKey := revisionKey(t, good)
+	c.applyPolicy("pin", good)
+	config := schedulerConfig(t, t.TempDir(), c.kubeconfig, nil, selecting("10s", "pin"))
+	start := func(name string) *replica {
+		t.Helper()
+		began := time.Now()
+		r := startReplica(t, name, config)
+		waitFor(t, name+" scheduling", 60*time.Second, func() bool { r.running(); return strings.Contains(r.out.String(), "Starting Kubernetes Scheduler") })
+		t.Logf("%s: started in %v", name, time.Since(began))
+		return r
+	}
+	r := start("first")
+	c.waitPolicy("pin", "proven", 60*time.Second, func(sp *api.SchedulingPolicy) bool {
+		return sp.Status.LastGood != nil && sp.Status.LastGood.Key == goodKey
+	})
+	stop := c.streamPods(300 * time.Millisecond)
+
+	// 1. The spec names bytes that are no policy; the running scheduler
+	// refuses them, and after a restart serves the last good revision.
+	junk := c.pushModule([]byte("\x00asm\x01\x00\x00\x00 not a policy"))
+	c.applyPolicy("pin", pinSpec(junk, "n3"))
+	c.waitPolicy("pin", "refusing the junk", 30*time.Second, func(sp *api.SchedulingPolicy) bool {
+		return condition(sp, api.ConditionRejected).Reason == api.ReasonLoadFailed && sp.Status.ObservedGeneration == sp.Generation
+	})
+	r.kill()
+	began := time.Now()
+	r = start("after-junk")
+	sp := c.waitPolicy("pin", "serving the last good revision", 60*time.Second, func(sp *api.SchedulingPolicy) bool {
+		return servingKey(goodKey, metav1.ConditionFalse)(sp) && condition(sp, api.ConditionReady).Reason == api.ReasonServingLastGood
+	})
+	t.Logf("restart to serving the last good revision, the spec's being broken: %v", time.Since(began))
+	if m := condition(sp, api.ConditionRejected).Message; !strings.Contains(m, junk[:12]) {
+		t.Errorf("Rejected message %q does not name the refused module", m)
+	}
+	c.pod("probe-1")
+	if n := c.waitBound("probe-1", 30*time.Second); n == "n3" {
+		t.Errorf("probe-1 on n3: the refused revision's settings applied")
+	}
+
+	// 2. A good new revision starts serving; the scheduler dies within its
+	// probation. At the next start it is quarantined and the last good
+	// revision serves.
+	next := pinSpec(digest, "n3")
+	nextKey := revisionKey(t, next)
+	c.applyPolicy("pin", next)
+	c.waitPolicy("pin", "serving the new revision on probation", 30*time.Second, func(sp *api.SchedulingPolicy) bool {
+		rs := sp.Status.Replicas
+		return len(rs) == 1 && rs[0].Probation != nil && rs[0].Probation.Key == nextKey && rs[0].Key == nextKey
+	})
+	r.kill()
+	r = start("after-probation-death")
+	sp = c.waitPolicy("pin", "quarantining the revision", 60*time.Second, func(sp *api.SchedulingPolicy) bool {
+		return servingKey(goodKey, metav1.ConditionFalse)(sp) && condition(sp, api.ConditionReady).Reason == api.ReasonQuarantined &&
+			len(sp.Status.Quarantined) == 1
+	})
+	if q := sp.Status.Quarantined[0]; q.Key != nextKey || !strings.Contains(q.Reason, "within the probation") {
+		t.Errorf("quarantined %+v, want %s with the reason", q, nextKey)
+	}
+	waitFor(t, "a PolicyQuarantined Event", 20*time.Second, func() bool {
+		ev := c.policyEvents("pin", "PolicyQuarantined")
+		return len(ev) > 0 && strings.Contains(ev[0], "quarantined") && strings.Contains(ev[0], "last good revision")
+	})
+	c.pod("probe-2")
+	if n := c.waitBound("probe-2", 30*time.Second); n == "n3" {
+		t.Errorf("probe-2 on n3: the quarantined revision serves")
+	}
+
+	// 3. The module's chunks are deleted (the serving one's too): the
+	// running scheduler keeps what it has in memory; restarted, nothing
+	// loads, and pods wait with the reason instead of the scheduler
+	// crash-looping. Pushing again brings it back.
+	if err := c.client.CoreV1().ConfigMaps(policyNamespace).DeleteCollection(context.Background(), metav1.DeleteOptions{},
+		metav1.ListOptions{LabelSelector: source.LabelModule + "=" + api.ModuleName(digest)}); err != nil {
+		t.Fatal(err)
+	}
+	c.pod("probe-3")
+	if n := c.waitBound("probe-3", 30*time.Second); n == "n3" {
+		t.Errorf("probe-3 on n3")
+	}
+	r.kill()
+	r = start("after-chunks-deleted")
+	c.pod("probe-4")
+	if msg := c.waitUnschedulable("probe-4", 60*time.Second); !strings.Contains(msg, "policy pin cannot serve") || !strings.Contains(msg, "not found") {
+		t.Errorf("probe-4: %q, want the policy and the missing module named", msg)
+	}
+	r.running()
+	c.pushModule(module)
+	final := pinSpec(digest, "n1", "n2", "n3")
+	c.applyPolicy("pin", final)
+	c.waitPolicy("pin", "serving again", 60*time.Second, servingKey(revisionKey(t, final), metav1.ConditionTrue))
+
+	n := stop()
+	t.Logf("%d pods streamed", n)
+	c.podsBoundOnce(n + 4)
+	r.running() // without leader election, kube-scheduler exits 1 when stopped: kill it
+	r.kill()
+	r.checkRaces()
+}
