@@ -40,9 +40,9 @@ type leaseTimes struct{ Duration, RenewDeadline, RetryPeriod string }
 // electedConfig writes a scheduler configuration like schedulerConfig's,
 // with leader election on (a lease in policyNamespace) and the client's
 // rate limit set to qps (0 keeps kube-scheduler's default of 50).
-func electedConfig(t *testing.T, kubeconfig string, policies []policy, lease leaseTimes, qps int) string {
+func electedConfig(t *testing.T, kubeconfig string, policies []policy, lease leaseTimes, qps int, tweaks ...func(map[string]any)) string {
 	t.Helper()
-	path := schedulerConfig(t, t.TempDir(), kubeconfig, policies)
+	path := schedulerConfig(t, t.TempDir(), kubeconfig, policies, tweaks...)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

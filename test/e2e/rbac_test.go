@@ -12,9 +12,11 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
 	"github.com/wasmsched/wasmsched/host/plugin"
 	"github.com/wasmsched/wasmsched/host/source"
 	"github.com/wasmsched/wasmsched/internal/controlplane"
@@ -57,11 +59,13 @@ func grants(rules []rbacv1.PolicyRule) map[string]bool {
 }
 
 // With RBAC enforced and the manifests applied, the scheduler's service
-// account can read the policy ConfigMaps in its namespace, update the
-// status ConfigMap and its own lease, and nothing else of that kind: no
-// ConfigMap elsewhere, no Secret anywhere, no write to a policy. A
-// scheduler holding only those credentials loads a policy from ConfigMaps,
-// publishes its status, takes its lease and binds a pod.
+// account can read the SchedulingPolicies and policy ConfigMaps in its
+// namespace, write the policies' status, update the status ConfigMap and
+// its own lease, and nothing else of that kind: no ConfigMap elsewhere, no
+// Secret anywhere, no write to a policy's spec or bytes. A scheduler
+// holding only those credentials loads a SchedulingPolicy from its chunks,
+// writes its status (as the lease holder), takes its lease and binds a
+// pod.
 func TestLeastPrivilege(t *testing.T) {
 	cp, err := controlplane.Start(context.Background(), controlplane.Options{TB: t, Authorization: "Node,RBAC"})
 	if err != nil {
@@ -69,12 +73,19 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	c := &cluster{t: t, cp: cp, client: cp.Client()}
 	applyManifests(t, c.client)
+	c.installCRD()
+	spolicies := func(cfg *rest.Config, ns string) dynamic.ResourceInterface {
+		return dynamic.NewForConfigOrDie(cfg).Resource(api.GVR).Namespace(ns)
+	}
 
 	// What an attacker holding the scheduler's credentials would look for.
 	ctx := context.Background()
 	admin := c.client.CoreV1()
 	module := testwasm.Bytes(t, "examples/nodepin")
-	digest := c.upload("nodepin", module)
+	c.upload("nodepin", module)
+	digest := c.pushModule(module)
+	pin := pinSpec(digest, "two")
+	c.applyPolicy("nodepin", pin)
 	for _, cm := range []*v1.ConfigMap{
 		{ObjectMeta: metav1.ObjectMeta{Name: "app-settings", Namespace: "default"}, Data: map[string]string{"k": "v"}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: policyNamespace}, Data: map[string]string{"k": "v"}},
@@ -151,6 +162,19 @@ func TestLeastPrivilege(t *testing.T) {
 			_, err := cms(policyNamespace).List(ctx, metav1.ListOptions{})
 			return err
 		}},
+		{"list SchedulingPolicies in " + policyNamespace, true, func() error {
+			_, err := spolicies(asSchedulerAccount(cp.RestConfig()), policyNamespace).List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		{"update a SchedulingPolicy's status", true, func() error {
+			sp := spolicies(asSchedulerAccount(cp.RestConfig()), policyNamespace)
+			u, err := sp.Get(ctx, "nodepin", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			_, err = sp.UpdateStatus(ctx, u, metav1.UpdateOptions{})
+			return err
+		}},
 		{"update " + plugin.StatusConfigMap, true, func() error {
 			return touch(cms(policyNamespace).Get(ctx, plugin.StatusConfigMap, metav1.GetOptions{}))
 		}},
@@ -167,6 +191,36 @@ func TestLeastPrivilege(t *testing.T) {
 			return err
 		}},
 
+		{"update a SchedulingPolicy's spec", false, func() error {
+			sp := spolicies(asSchedulerAccount(cp.RestConfig()), policyNamespace)
+			u, err := spolicies(cp.RestConfig(), policyNamespace).Get(ctx, "nodepin", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			u.Object["spec"].(map[string]any)["weight"] = int64(7)
+			_, err = sp.Update(ctx, u, metav1.UpdateOptions{})
+			return err
+		}},
+		{"create a SchedulingPolicy", false, func() error {
+			u, err := spolicies(cp.RestConfig(), policyNamespace).Get(ctx, "nodepin", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			u.SetName("planted")
+			u.SetResourceVersion("")
+			_, err = spolicies(asSchedulerAccount(cp.RestConfig()), policyNamespace).Create(ctx, u, metav1.CreateOptions{})
+			return err
+		}},
+		{"delete a SchedulingPolicy", false, func() error {
+			return spolicies(asSchedulerAccount(cp.RestConfig()), policyNamespace).Delete(ctx, "nodepin", metav1.DeleteOptions{})
+		}},
+		{"list SchedulingPolicies in default", false, func() error {
+			_, err := spolicies(asSchedulerAccount(cp.RestConfig()), "default").List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		{"delete a module chunk", false, func() error {
+			return cms(policyNamespace).Delete(ctx, source.ChunkName(api.ModuleName(digest), 0), metav1.DeleteOptions{})
+		}},
 		{"update a policy ConfigMap", false, func() error {
 			return touch(admin.ConfigMaps(policyNamespace).Get(ctx, chunk, metav1.GetOptions{}))
 		}},
@@ -265,7 +319,11 @@ func TestLeastPrivilege(t *testing.T) {
 	if err := controlplane.WriteKubeconfigFile(kubeconfig, asSchedulerAccount(cp.RestConfig())); err != nil {
 		t.Fatal(err)
 	}
-	cfg := electedConfig(t, kubeconfig, []policy{{Name: "nodepin", ConfigMap: "nodepin", Settings: `{"nodes": ["two"]}`}}, steadyLease, 0)
+	cfg := electedConfig(t, kubeconfig, nil, steadyLease, 0, func(cfg map[string]any) {
+		selecting("2s", "nodepin")(cfg)
+		args := cfg["profiles"].([]any)[0].(map[string]any)["pluginConfig"].([]any)[0].(map[string]any)["args"].(map[string]any)
+		args["statusLease"] = policyNamespace + "/" + leaseName
+	})
 	precompile(t, module)
 	r := startReplica(t, "kube-scheduler", cfg)
 	c.node("one", nil)
@@ -274,8 +332,12 @@ func TestLeastPrivilege(t *testing.T) {
 	if node := c.waitBound("least-privilege", 120*time.Second); node != "two" {
 		t.Fatalf("bound to %s, want two (the policy's choice)", node)
 	}
-	c.waitActive("nodepin", digest, 30*time.Second)
 	waitFor(t, "the scheduler takes its lease", 30*time.Second, r.leading)
+	// As the lease holder it writes the shared status, and proves the
+	// revision after its probation.
+	c.waitPolicy("nodepin", "serving and proven", 60*time.Second, func(sp *api.SchedulingPolicy) bool {
+		return servingKey(revisionKey(t, pin), metav1.ConditionTrue)(sp) && sp.Status.LastGood != nil
+	})
 	r.stop()
 	var denied []string
 	for _, l := range strings.Split(r.out.String(), "\n") {
