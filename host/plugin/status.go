@@ -84,19 +84,48 @@ func (w *statusWriter) run(ctx context.Context) {
 		return
 	}
 	w.touch()
+	heartbeat := time.NewTicker(statusHeartbeat)
+	defer heartbeat.Stop()
+	backoff := time.Duration(0)
 	for {
+		var retry <-chan time.Time
+		if backoff > 0 {
+			retry = time.After(backoff)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-w.dirty:
+		case <-heartbeat.C:
+		case <-retry:
 		}
+		// A failed write (the namespace or the ConfigMap made after the
+		// scheduler, the API server away) is retried with backoff, not
+		// left until the next change.
 		if err := w.write(ctx); err != nil {
-			klog.FromContext(ctx).V(2).Info("Could not publish policy status", "configMap", w.namespace+"/"+StatusConfigMap, "err", err)
+			klog.FromContext(ctx).V(2).Info("Could not publish policy status; retrying", "configMap", w.namespace+"/"+StatusConfigMap, "err", err, "in", max(backoff*2, time.Second))
+			backoff = min(max(2*backoff, time.Second), 30*time.Second)
+		} else {
+			backoff = 0
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(time.Second):
+		}
+	}
+}
+
+// prune drops the reports of replicas that have not refreshed theirs for
+// replicaExpiry (every replica refreshes every statusHeartbeat).
+func (w *statusWriter) prune(data map[string]string, now time.Time) {
+	for k, raw := range data {
+		if k == w.key {
+			continue
+		}
+		var st Status
+		if json.Unmarshal([]byte(raw), &st) == nil && now.Sub(st.Updated) > replicaExpiry {
+			delete(data, k)
 		}
 	}
 }
@@ -124,6 +153,7 @@ func (w *statusWriter) write(ctx context.Context) error {
 			cm.Data = map[string]string{}
 		}
 		cm.Data[w.key] = string(b)
+		w.prune(cm.Data, time.Now())
 		if _, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err == nil || !apierrors.IsConflict(err) {
 			return err
 		}

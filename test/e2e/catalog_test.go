@@ -443,3 +443,30 @@ func TestSchedulingPolicyRestarts(t *testing.T) {
 	r.kill()
 	r.checkRaces()
 }
+
+// The status ConfigMap of statically configured policies is written even
+// when the namespace appears after the scheduler started (the write is
+// retried), and the reports of replicas that stopped refreshing theirs are
+// pruned.
+func TestStatusConfigMapRetriesAndPrunes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	c := startCluster(t, []policy{{Name: "pin", Package: "examples/nodepin", Settings: `{"nodes": ["n1"]}`}})
+	time.Sleep(2 * time.Second) // the first writes fail: no namespace yet
+	c.namespace(policyNamespace)
+	stale, _ := json.Marshal(plugin.Status{Replica: "gone", Profile: "default-scheduler", Updated: time.Now().Add(-time.Hour)})
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: plugin.StatusConfigMap, Namespace: policyNamespace},
+		Data: map[string]string{"gone.default-scheduler.json": string(stale)}}
+	if _, err := c.client.CoreV1().ConfigMaps(policyNamespace).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	waitFor(t, "the status written and the stale report pruned", 60*time.Second, func() bool {
+		cm, err := c.client.CoreV1().ConfigMaps(policyNamespace).Get(context.Background(), plugin.StatusConfigMap, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		_, stale := cm.Data["gone.default-scheduler.json"]
+		return len(cm.Data) == 1 && !stale
+	})
+}
