@@ -22,9 +22,11 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
+	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
 	"github.com/wasmsched/wasmsched/host/plugin"
 	"github.com/wasmsched/wasmsched/internal/controlplane"
 	"github.com/wasmsched/wasmsched/internal/demo"
@@ -150,7 +152,16 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	cfg, err := schedulerConfig(o.config, kubeconfig, o.policies)
+	if o.config == "" {
+		// The demo's policies are SchedulingPolicies, so that `wasmsched
+		// push`, `rollback` and `status` work against this cluster.
+		if err := demo.Install(ctx, cp.RestConfig(), o.policies); err != nil {
+			return err
+		}
+	} else if err := api.Install(ctx, dynamic.NewForConfigOrDie(cp.RestConfig())); err != nil {
+		return err
+	}
+	cfg, err := schedulerConfig(o.config, kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -172,6 +183,9 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "control plane and scheduler ready in %.1fs\n", time.Since(started).Seconds())
 	fmt.Fprintf(stdout, "  kubeconfig:       %s\n", kubeconfig)
 	fmt.Fprintf(stdout, "  scheduler config: %s\n", cfgPath)
+	if o.config == "" {
+		fmt.Fprintf(stdout, "  policies:         SchedulingPolicies in %s (wasmsched status --kubeconfig %s --namespace %s)\n", demo.PolicyNamespace, kubeconfig, demo.PolicyNamespace)
+	}
 	if o.port != 0 {
 		fmt.Fprintf(stdout, "  metrics:          https://127.0.0.1:%d/metrics\n", o.port)
 	}
@@ -211,9 +225,9 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 
 // schedulerConfig returns the demo configuration, or the user's with its
 // kubeconfig pointed at the embedded control plane.
-func schedulerConfig(path, kubeconfig, policies string) ([]byte, error) {
+func schedulerConfig(path, kubeconfig string) ([]byte, error) {
 	if path == "" {
-		return demo.SchedulerConfig(kubeconfig, policies)
+		return demo.SchedulerConfig(kubeconfig)
 	}
 	return demo.WithKubeconfig(path, kubeconfig)
 }

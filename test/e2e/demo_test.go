@@ -26,7 +26,10 @@ func TestDemo(t *testing.T) {
 		}
 	}
 	c := startCluster(t, nil)
-	cfg, err := demo.SchedulerConfig(c.kubeconfig, dir)
+	if err := demo.Install(context.Background(), c.cp.RestConfig(), dir); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := demo.SchedulerConfig(c.kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
