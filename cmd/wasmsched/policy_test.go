@@ -324,6 +324,32 @@ func TestPushCollects(t *testing.T) {
 	if got := pc.chunks(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("chunks left %v, want %v (of %v)", got, want, all)
 	}
+
+	// Two pushes racing, without a grace period: both succeed, the last
+	// writer wins, and the module the policy names has its chunks (a push
+	// puts back what the other's collection deleted before the policy
+	// named it).
+	for range 3 {
+		errs := make(chan string, 2)
+		for _, path := range []string{zonePath, zone3Path} {
+			go func() {
+				code, _, stderr := pc.cli("push", path, "--name", "zone", "--keep", "0")
+				errs <- fmt.Sprintf("%d %s", code, stderr)
+			}()
+		}
+		for range 2 {
+			if e := <-errs; e != "0 " {
+				t.Fatalf("racing push: %s", e)
+			}
+		}
+		d := pc.get("zone").Spec.Module.SHA256
+		if d != source.Digest(zone) && d != source.Digest(zone3) {
+			t.Fatalf("after racing pushes the policy names %s", d)
+		}
+		if _, err := source.FetchModule(context.Background(), pc.client, defaultNamespace, d); err != nil {
+			t.Fatalf("after racing pushes: %v", err)
+		}
+	}
 }
 
 func TestRollback(t *testing.T) {
