@@ -325,10 +325,11 @@ func TestPushCollects(t *testing.T) {
 		t.Fatalf("chunks left %v, want %v (of %v)", got, want, all)
 	}
 
-	// Two pushes racing, without a grace period: both succeed, the last
-	// writer wins, and the module the policy names has its chunks (a push
-	// puts back what the other's collection deleted before the policy
-	// named it).
+	// Two pushes racing: both succeed, the last writer wins, and the
+	// module the policy names has its chunks: the grace period keeps a
+	// push's fresh chunks from the other's collection (zone3's chunks were
+	// collected above, so they are written anew).
+	gcGrace = time.Minute
 	for range 3 {
 		errs := make(chan string, 2)
 		for _, path := range []string{zonePath, zone3Path} {

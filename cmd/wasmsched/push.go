@@ -229,12 +229,21 @@ func (p *pusher) apply(spec *api.SchedulingPolicySpec, digest string) {
 func (p *pusher) writeChunks(ctx context.Context, cms []*v1.ConfigMap, report bool) error {
 	cmAPI := p.client.CoreV1().ConfigMaps(p.namespace)
 	for _, cm := range cms {
-		verb := "created"
-		_, err := cmAPI.Create(ctx, cm, metav1.CreateOptions{FieldManager: fieldManager})
-		if apierrors.IsAlreadyExists(err) {
+		var verb string
+		var err error
+		// A chunk found in place may be deleted before it is read (a
+		// racing push's collection): then create it again.
+		for range 5 {
+			verb = "created"
+			_, err = cmAPI.Create(ctx, cm, metav1.CreateOptions{FieldManager: fieldManager})
+			if !apierrors.IsAlreadyExists(err) {
+				break
+			}
 			var have *v1.ConfigMap
 			have, err = cmAPI.Get(ctx, cm.Name, metav1.GetOptions{})
 			switch {
+			case apierrors.IsNotFound(err):
+				continue
 			case err != nil:
 			case have.Annotations[source.AnnotationSHA256] != cm.Annotations[source.AnnotationSHA256]:
 				err = fmt.Errorf("exists and holds a chunk of module %q, not of %s; delete it if it is not in use",
@@ -242,6 +251,7 @@ func (p *pusher) writeChunks(ctx context.Context, cms []*v1.ConfigMap, report bo
 			default:
 				verb = "unchanged"
 			}
+			break
 		}
 		if err != nil {
 			return fmt.Errorf("configmap %s/%s: %w", p.namespace, cm.Name, err)

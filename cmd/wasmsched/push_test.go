@@ -136,6 +136,20 @@ func TestPush(t *testing.T) {
 	if wantErr := "wasmsched push: configmap wasmsched-system/web-0 exists and is not a chunk of policy web (no label wasmsched.io/policy=web); not overwriting it\n"; code != 1 || errs != wantErr {
 		t.Fatalf("exit %d, stderr %q, want %q", code, errs, wantErr)
 	}
+
+	// Without the SchedulingPolicy CRD: push says so before writing, and
+	// status reports from the status ConfigMap.
+	code, _, errs = runCLI("push", nodepin, "--name", "crd", "--kubeconfig", kubeconfig)
+	if code != 1 || !strings.Contains(errs, "is the SchedulingPolicy CRD schedulingpolicies.wasmsched.io installed?") {
+		t.Fatalf("push without the CRD: exit %d, stderr %q", code, errs)
+	}
+	if list, err := client.CoreV1().ConfigMaps(defaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: source.LabelModule}); err != nil || len(list.Items) > 0 {
+		t.Fatalf("push without the CRD: %v, %d chunks written", err, len(list.Items))
+	}
+	code, _, errs = runCLI("status", "--kubeconfig", kubeconfig)
+	if code != 1 || !strings.Contains(errs, "no SchedulingPolicy in wasmsched-system, and read wasmsched-system/wasmsched-status") {
+		t.Fatalf("status without the CRD: exit %d, stderr %q", code, errs)
+	}
 }
 
 // withCustomSection appends a custom section (ignored by the runtime) to a
