@@ -143,8 +143,12 @@ func TestPush(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, "is the SchedulingPolicy CRD schedulingpolicies.wasmsched.io installed?") {
 		t.Fatalf("push without the CRD: exit %d, stderr %q", code, errs)
 	}
-	if list, err := client.CoreV1().ConfigMaps(defaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: source.LabelModule}); err != nil || len(list.Items) > 0 {
-		t.Fatalf("push without the CRD: %v, %d chunks written", err, len(list.Items))
+	list, err := client.CoreV1().ConfigMaps(defaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: source.LabelModule})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) > 0 {
+		t.Fatalf("push without the CRD wrote %d chunks", len(list.Items))
 	}
 	code, _, errs = runCLI("status", "--kubeconfig", kubeconfig)
 	if code != 1 || !strings.Contains(errs, "no SchedulingPolicy in wasmsched-system, and read wasmsched-system/wasmsched-status") {
