@@ -1,7 +1,8 @@
 // Command wasmsched is the policy author's and operator's tool: it
 // evaluates policies offline (eval), runs scenario files against built
 // modules (test), and packs, uploads and inspects policies in a cluster
-// (pack, push, status).
+// (push, diff, rollback, status: SchedulingPolicies; pack, push
+// --configmaps: ConfigMaps for a static configuration).
 //
 // It must not link the control plane (internal/controlplane: etcd and
 // kube-apiserver), which would make it about 165 MB and minutes to build:
@@ -26,9 +27,14 @@ Usage:
     wasmsched test [-run REGEXP] [-v] [--policy NAME=P.wasm]... [DIR|FILE.yaml]...
 
   Shipping it to a cluster:
-    wasmsched pack P.wasm [--name N] [--namespace NS] [-o yaml|json]
-    wasmsched push P.wasm [--name N] [--namespace NS] [--kubeconfig PATH]
+    wasmsched push P.wasm --name N [--namespace NS] [--settings JSON|@FILE] [--keep K] [--wait 1m] [--force] [--kubeconfig PATH]
+    wasmsched diff NAME NEW.wasm [--settings JSON|@FILE] [--scheduler-name S] [--namespace NS] [-o table|json]
+    wasmsched rollback NAME [DIGEST] [--namespace NS] [--wait 1m] [--kubeconfig PATH]
     wasmsched status [--kubeconfig PATH] [--namespace NS] [-o table|json]
+
+  Without SchedulingPolicies (a static source: {configMap: N}):
+    wasmsched pack P.wasm [--name N] [--namespace NS] [-o yaml|json]
+    wasmsched push --configmaps P.wasm [--name N] [--namespace NS] [--settings JSON|@FILE] [--kubeconfig PATH]
 
   wasmsched version
 
@@ -67,6 +73,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runPush(args[1:], stdout, stderr)
 	case "status":
 		err = runStatus(args[1:], stdout, stderr)
+	case "rollback":
+		err = runRollback(args[1:], stdout, stderr)
+	case "diff":
+		err = runDiff(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, versionString())
 	case "-h", "--help", "help":

@@ -2,133 +2,342 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"maps"
-	"reflect"
-	"strconv"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 
+	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
 	"github.com/wasmsched/wasmsched/host/source"
 )
+
+const pushUsage = `Usage:
+  wasmsched push P.wasm --name N [--namespace NS] [--settings JSON|@FILE] [--keep K] [--wait DURATION] [--force] [--kubeconfig PATH]
+  wasmsched push --configmaps P.wasm [--name N] [--namespace NS] [--settings JSON|@FILE] [--kubeconfig PATH]
+
+Checks the module first, with its settings (--settings, else the
+SchedulingPolicy's) and the SchedulingPolicy's limits, through the code the
+scheduler loads it with (compile, _initialize, ABI, the policy's settings
+validation); a module or settings that would not load are refused and
+nothing is written.
+
+Then writes the module as immutable content-addressed chunk ConfigMaps
+(wasm-<40 digits of its sha256>-<i>), creates the SchedulingPolicy N or
+points its spec.module at the new digest (and sets spec.settings when
+--settings is given), and deletes the chunks of modules no SchedulingPolicy
+in the namespace refers to (in spec.module, status.serving, status.lastGood
+or the first K entries of status.history) and older than 10 minutes.
+
+A revision the scheduler quarantined (it was new when a scheduler died) is
+refused unless --force, which clears the quarantine so that the scheduler
+tries it again.
+
+With --configmaps, writes the chunks N-0, N-1, ... of a policy a static
+scheduler configuration names with source: {configMap: N}, updating them in
+place, as before SchedulingPolicies.
+
+`
+
+// gcGrace is how old an unreferenced module's chunks must be before push
+// deletes them: a concurrent push writes its chunks before the
+// SchedulingPolicy that refers to them, and must not lose them in between.
+var gcGrace = 10 * time.Minute
 
 func runPush(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("push", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: wasmsched push P.wasm [--name N] [--namespace NS] [--kubeconfig PATH]\n\n"+
-			"Creates or updates the ConfigMaps that deliver the module, then deletes\n"+
-			"the policy's chunks beyond the new last one.\n\n")
+		fmt.Fprint(stderr, pushUsage)
 		fs.PrintDefaults()
 	}
-	mf := addModuleFlags(fs)
+	name := fs.String("name", "", "SchedulingPolicy (or with --configmaps, policy) name (default: the file name without .wasm)")
+	namespace := fs.String("namespace", defaultNamespace, "the scheduler's namespace")
+	settingsFlag := fs.String("settings", "", "the policy's settings: JSON, or @FILE (default: the SchedulingPolicy's)")
+	keep := fs.Int("keep", 3, "keep the chunks of the first K revisions of every SchedulingPolicy's history")
+	wait := fs.Duration("wait", 0, "wait this long for the scheduler to serve the new revision (0: do not wait)")
+	force := fs.Bool("force", false, "push a quarantined revision, clearing its quarantine")
+	configMaps := fs.Bool("configmaps", false, "write fixed-name chunks N-i for source: {configMap: N} instead of a SchedulingPolicy")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-	timeout := fs.Duration("timeout", time.Minute, "give up after this long")
-	_, module, cms, err := parseModuleArgs(fs, args, mf)
+	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long (not counting --wait)")
+	pos, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = *kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
+	switch {
+	case len(pos) == 0:
+		return errors.New("no module given")
+	case len(pos) > 1:
+		return fmt.Errorf("unexpected argument %q (one module at a time)", pos[1])
+	case *keep < 0:
+		return fmt.Errorf("--keep %d: want 0 or more", *keep)
 	}
-	client, err := kubernetes.NewForConfig(cfg)
+	path := pos[0]
+	if *name == "" {
+		*name = strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)), ".tinygo")
+	}
+	settings, err := readSettings(*settingsFlag)
+	if err != nil {
+		return err
+	}
+	module, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	c, err := connect(*kubeconfig, *namespace)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	if err := push(ctx, client, cms, stdout); err != nil {
+	if *configMaps {
+		if *force || *wait != 0 {
+			return errors.New("--force and --wait apply to SchedulingPolicies, not to --configmaps")
+		}
+		return pushLegacy(ctx, c, *name, path, module, settings, stdout)
+	}
+	p := &pusher{cluster: c, name: *name, path: path, module: module, settings: settings, keep: *keep, force: *force, out: stdout}
+	key, gen, err := p.push(ctx)
+	if err != nil {
 		return err
 	}
-	name, ns := cms[0].Labels[source.LabelPolicy], cms[0].Namespace
-	_, err = fmt.Fprintf(stdout, "policy %s: sha256 %s, %d bytes in %d ConfigMap(s) in namespace %s\n",
-		name, source.Digest(module), len(module), len(cms), ns)
-	return err
-}
-
-// push writes the chunks in order, then deletes the policy's chunks beyond
-// the last one, printing a line per ConfigMap.
-func push(ctx context.Context, client kubernetes.Interface, cms []*v1.ConfigMap, out io.Writer) error {
-	name, ns := cms[0].Labels[source.LabelPolicy], cms[0].Namespace
-	api := client.CoreV1().ConfigMaps(ns)
-	for _, cm := range cms {
-		cur, err := api.Get(ctx, cm.Name, metav1.GetOptions{})
-		var verb string
-		switch {
-		case apierrors.IsNotFound(err):
-			_, err = api.Create(ctx, cm, metav1.CreateOptions{FieldManager: "wasmsched"})
-			verb = "created"
-		case err != nil:
-		case cur.Labels[source.LabelPolicy] != name:
-			return fmt.Errorf("configmap %s/%s exists and is not a chunk of policy %s (no label %s=%s); not overwriting it",
-				ns, cm.Name, name, source.LabelPolicy, name)
-		default:
-			up := cur.DeepCopy()
-			if up.Labels == nil {
-				up.Labels = map[string]string{}
-			}
-			if up.Annotations == nil {
-				up.Annotations = map[string]string{}
-			}
-			maps.Copy(up.Labels, cm.Labels)
-			maps.Copy(up.Annotations, cm.Annotations)
-			up.Data = nil
-			up.BinaryData = cm.BinaryData
-			verb = "unchanged"
-			if !reflect.DeepEqual(up.Labels, cur.Labels) || !reflect.DeepEqual(up.Annotations, cur.Annotations) ||
-				len(cur.Data) > 0 || !reflect.DeepEqual(up.BinaryData, cur.BinaryData) {
-				_, err = api.Update(ctx, up, metav1.UpdateOptions{FieldManager: "wasmsched"})
-				verb = "configured"
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("configmap %s/%s: %w", ns, cm.Name, err)
-		}
-		fmt.Fprintf(out, "configmap/%s %s\n", cm.Name, verb)
-	}
-	// Leftover chunks of a bigger earlier version, after the new ones are
-	// written.
-	list, err := api.List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{source.LabelPolicy: name}).String()})
-	if err != nil {
-		return fmt.Errorf("list configmaps of policy %s in %s: %w", name, ns, err)
-	}
-	for _, cm := range list.Items {
-		i, ok := chunkIndex(name, cm.Name)
-		if !ok || i < len(cms) {
-			continue
-		}
-		uid := cm.UID
-		err := api.Delete(ctx, cm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete leftover configmap %s/%s: %w", ns, cm.Name, err)
-		}
-		fmt.Fprintf(out, "configmap/%s deleted\n", cm.Name)
+	if *wait > 0 {
+		return c.waitServing(context.Background(), *name, key, gen, *wait, stdout)
 	}
 	return nil
 }
 
-// chunkIndex parses i from a chunk name <policy>-<i>.
-func chunkIndex(policy, name string) (int, bool) {
-	s, ok := strings.CutPrefix(name, policy+"-")
-	if !ok {
-		return 0, false
+// pushLegacy is push --configmaps: the fixed-name chunks of a static
+// configuration, after the same check of the module.
+func pushLegacy(ctx context.Context, c *cluster, name, path string, module []byte, settings json.RawMessage, out io.Writer) error {
+	if err := checkModule(ctx, name, module, api.Revision{Settings: settings}); err != nil {
+		return fmt.Errorf("%s does not load, nothing written: %w", path, err)
 	}
-	i, err := strconv.Atoi(s)
-	return i, err == nil && i >= 0 && strconv.Itoa(i) == s
+	cms, err := source.Pack(name, c.namespace, module)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := pushConfigMaps(ctx, c.client, cms, out); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "policy %s: sha256 %s, %d bytes in %d ConfigMap(s) in namespace %s\n",
+		name, source.Digest(module), len(module), len(cms), c.namespace)
+	return err
+}
+
+// pusher pushes one module to one SchedulingPolicy.
+type pusher struct {
+	*cluster
+	name, path string
+	module     []byte
+	settings   json.RawMessage // nil: keep the policy's
+	keep       int
+	force      bool
+	out        io.Writer
+}
+
+// push checks the module, writes its chunks and the SchedulingPolicy, and
+// collects unreferenced chunks. It returns the new revision's key and the
+// generation of the policy that names it.
+func (p *pusher) push(ctx context.Context) (string, int64, error) {
+	digest := source.Digest(p.module)
+	cms, err := source.PackModule(p.namespace, p.module)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s: %w", p.path, err)
+	}
+
+	// What the policy will be: the existing spec with the new module (and
+	// settings), or a new one.
+	_, cur, err := p.getPolicy(ctx, p.name)
+	if err != nil && (!apierrors.IsNotFound(err) || isNoCRD(err)) {
+		return "", 0, fmt.Errorf("read schedulingpolicy %s/%s: %w", p.namespace, p.name, err)
+	}
+	spec := api.SchedulingPolicySpec{}
+	if cur != nil {
+		spec = *cur.Spec.DeepCopy()
+	}
+	p.apply(&spec, digest)
+	rev := api.RevisionOf(&spec)
+
+	if err := checkModule(ctx, p.name, p.module, rev); err != nil {
+		return "", 0, fmt.Errorf("%s does not load with the settings and limits of schedulingpolicy %s, nothing written: %w", p.path, p.name, err)
+	}
+	if cur != nil && !p.force {
+		if q := quarantined(cur, rev.Key); q != nil {
+			return "", 0, fmt.Errorf("revision %s of policy %s is quarantined, nothing written: %s (replica %s, %s); push --force clears the quarantine and the scheduler tries it again",
+				rev.Short(), p.name, q.Reason, q.Replica, q.At.UTC().Format(time.RFC3339))
+		}
+	}
+
+	if err := p.writeChunks(ctx, cms, true); err != nil {
+		return "", 0, err
+	}
+	if p.force {
+		if err := p.clearQuarantine(ctx, rev.Key); err != nil {
+			return "", 0, err
+		}
+	}
+	obj, verb, err := p.writePolicy(ctx, digest)
+	if err != nil {
+		return "", 0, err
+	}
+	fmt.Fprintf(p.out, "schedulingpolicy/%s %s\n", p.name, verb)
+	// A concurrent push's collection may have deleted chunks this push
+	// found in place before the policy referred to them: put them back.
+	if err := p.writeChunks(ctx, cms, false); err != nil {
+		return "", 0, err
+	}
+	sp, err := api.FromUnstructured(obj)
+	if err != nil {
+		return "", 0, err
+	}
+	if err := collect(ctx, p.cluster, p.keep, gcGrace, time.Now(), p.out); err != nil {
+		return "", 0, err
+	}
+	_, err = fmt.Fprintf(p.out, "policy %s: sha256 %s, %d bytes in %d ConfigMap(s) in namespace %s\n",
+		p.name, digest, len(p.module), len(cms), p.namespace)
+	return api.RevisionOf(&sp.Spec).Key, obj.GetGeneration(), err
+}
+
+// apply points spec at the pushed module (in chunks: no url or file) and
+// sets the settings given.
+func (p *pusher) apply(spec *api.SchedulingPolicySpec, digest string) {
+	spec.Module = api.Module{SHA256: digest}
+	if p.settings != nil {
+		spec.Settings = p.settings
+	}
+}
+
+// writeChunks creates the module's chunks. A chunk that exists already is
+// the same chunk when it carries the same module digest (names are
+// content-addressed, the ConfigMaps immutable). report prints a line per
+// chunk; otherwise only chunks created are printed.
+func (p *pusher) writeChunks(ctx context.Context, cms []*v1.ConfigMap, report bool) error {
+	cmAPI := p.client.CoreV1().ConfigMaps(p.namespace)
+	for _, cm := range cms {
+		var verb string
+		var err error
+		// A chunk found in place may be deleted before it is read (a
+		// racing push's collection): then create it again.
+		for range 5 {
+			verb = "created"
+			_, err = cmAPI.Create(ctx, cm, metav1.CreateOptions{FieldManager: fieldManager})
+			if !apierrors.IsAlreadyExists(err) {
+				break
+			}
+			var have *v1.ConfigMap
+			have, err = cmAPI.Get(ctx, cm.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				continue
+			case err != nil:
+			case have.Annotations[source.AnnotationSHA256] != cm.Annotations[source.AnnotationSHA256]:
+				err = fmt.Errorf("exists and holds a chunk of module %q, not of %s; delete it if it is not in use",
+					have.Annotations[source.AnnotationSHA256], cm.Annotations[source.AnnotationSHA256])
+			default:
+				verb = "unchanged"
+			}
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("configmap %s/%s: %w", p.namespace, cm.Name, err)
+		}
+		if report || verb == "created" {
+			fmt.Fprintf(p.out, "configmap/%s %s\n", cm.Name, verb)
+		}
+	}
+	return nil
+}
+
+// writePolicy creates the SchedulingPolicy, or points it at the module.
+func (p *pusher) writePolicy(ctx context.Context, digest string) (*unstructured.Unstructured, string, error) {
+	for {
+		obj, changed, err := p.updateSpec(ctx, p.name, func(sp *api.SchedulingPolicy) (bool, error) {
+			before := api.RevisionOf(&sp.Spec).Key
+			p.apply(&sp.Spec, digest)
+			return api.RevisionOf(&sp.Spec).Key != before || sp.Spec.Module.URL != "" || sp.Spec.Module.File != "", nil
+		})
+		switch {
+		case err == nil && changed:
+			return obj, "configured", nil
+		case err == nil:
+			return obj, "unchanged", nil
+		case !apierrors.IsNotFound(err) || isNoCRD(err):
+			return nil, "", err
+		}
+		spec := api.SchedulingPolicySpec{}
+		p.apply(&spec, digest)
+		u, err := api.ToUnstructured(&api.SchedulingPolicy{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.namespace}, Spec: spec})
+		if err != nil {
+			return nil, "", err
+		}
+		// The defaults (mode, failure policy, weight) are the CRD's.
+		unstructured.RemoveNestedField(u.Object, "status")
+		obj, err = p.policies().Create(ctx, u, metav1.CreateOptions{FieldManager: fieldManager})
+		if apierrors.IsAlreadyExists(err) {
+			continue // created meanwhile: update it
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("create schedulingpolicy %s/%s: %w", p.namespace, p.name, crdHint(err))
+		}
+		return obj, "created", nil
+	}
+}
+
+// quarantined returns sp's quarantine entry for key.
+func quarantined(sp *api.SchedulingPolicy, key string) *api.Quarantine {
+	for i := range sp.Status.Quarantined {
+		if sp.Status.Quarantined[i].Key == key {
+			return &sp.Status.Quarantined[i]
+		}
+	}
+	return nil
+}
+
+// clearQuarantine removes key from status.quarantined, leaving the rest of
+// the status as the scheduler wrote it.
+func (p *pusher) clearQuarantine(ctx context.Context, key string) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u, err := p.policies().Get(ctx, p.name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		list, _, _ := unstructured.NestedSlice(u.Object, "status", "quarantined")
+		kept := slices.DeleteFunc(slices.Clone(list), func(e any) bool {
+			m, ok := e.(map[string]any)
+			return ok && m["key"] == key
+		})
+		if len(kept) == len(list) {
+			return nil
+		}
+		if err := unstructured.SetNestedSlice(u.Object, kept, "status", "quarantined"); err != nil {
+			return err
+		}
+		if _, err := p.policies().UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+			return err
+		}
+		fmt.Fprintf(p.out, "schedulingpolicy/%s quarantine of revision %s cleared\n", p.name, key)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("clear the quarantine of schedulingpolicy %s/%s: %w", p.namespace, p.name, err)
+	}
+	return nil
 }

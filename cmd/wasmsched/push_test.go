@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,12 +73,14 @@ func TestPush(t *testing.T) {
 	ctx := context.Background()
 	nodepin := testwasm.Path(t, "examples/nodepin")
 	small, _ := os.ReadFile(nodepin)
-	// A bigger module (incompressible: three chunks).
-	big := make([]byte, 2<<20)
+	// A bigger module: nodepin with 1 MiB of random bytes in a custom
+	// section (incompressible: three chunks).
+	noise := make([]byte, 1<<20)
 	r := rand.New(rand.NewPCG(1, 2))
-	for i := range big {
-		big[i] = byte(r.Uint32())
+	for i := range noise {
+		noise[i] = byte(r.Uint32())
 	}
+	big := withCustomSection(small, "noise", noise)
 	bigPath := filepath.Join(t.TempDir(), "big.wasm")
 	os.WriteFile(bigPath, big, 0o644)
 	// Not ours: never deleted.
@@ -87,7 +91,7 @@ func TestPush(t *testing.T) {
 
 	pushCLI := func(path string) string {
 		t.Helper()
-		code, out, errs := runCLI("push", path, "--name", "gpu", "--kubeconfig", kubeconfig)
+		code, out, errs := runCLI("push", "--configmaps", path, "--name", "gpu", "--kubeconfig", kubeconfig)
 		if code != 0 {
 			t.Fatalf("push %s: exit %d: %s", path, code, errs)
 		}
@@ -102,7 +106,7 @@ func TestPush(t *testing.T) {
 
 	out := pushCLI(bigPath)
 	want(out, "configmap/gpu-0 created\nconfigmap/gpu-1 created\nconfigmap/gpu-2 created\n"+
-		"policy gpu: sha256 "+source.Digest(big)+", 2097152 bytes in 3 ConfigMap(s) in namespace wasmsched-system\n")
+		fmt.Sprintf("policy gpu: sha256 %s, %d bytes in 3 ConfigMap(s) in namespace wasmsched-system\n", source.Digest(big), len(big)))
 	if m, names := installed(t, client, "gpu"); !bytes.Equal(m, big) || len(names) != 3 {
 		t.Fatalf("after the first push: %v", names)
 	}
@@ -128,10 +132,38 @@ func TestPush(t *testing.T) {
 	if _, err := client.CoreV1().ConfigMaps(defaultNamespace).Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: defaultNamespace}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	code, _, errs := runCLI("push", nodepin, "--name", "web", "--kubeconfig", kubeconfig)
+	code, _, errs := runCLI("push", "--configmaps", nodepin, "--name", "web", "--kubeconfig", kubeconfig)
 	if wantErr := "wasmsched push: configmap wasmsched-system/web-0 exists and is not a chunk of policy web (no label wasmsched.io/policy=web); not overwriting it\n"; code != 1 || errs != wantErr {
 		t.Fatalf("exit %d, stderr %q, want %q", code, errs, wantErr)
 	}
+
+	// Without the SchedulingPolicy CRD: push says so before writing, and
+	// status reports from the status ConfigMap.
+	code, _, errs = runCLI("push", nodepin, "--name", "crd", "--kubeconfig", kubeconfig)
+	if code != 1 || !strings.Contains(errs, "is the SchedulingPolicy CRD schedulingpolicies.wasmsched.io installed?") {
+		t.Fatalf("push without the CRD: exit %d, stderr %q", code, errs)
+	}
+	list, err := client.CoreV1().ConfigMaps(defaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: source.LabelModule})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) > 0 {
+		t.Fatalf("push without the CRD wrote %d chunks", len(list.Items))
+	}
+	code, _, errs = runCLI("status", "--kubeconfig", kubeconfig)
+	if code != 1 || !strings.Contains(errs, "no SchedulingPolicy in wasmsched-system, and read wasmsched-system/wasmsched-status") {
+		t.Fatalf("status without the CRD: exit %d, stderr %q", code, errs)
+	}
+}
+
+// withCustomSection appends a custom section (ignored by the runtime) to a
+// module.
+func withCustomSection(module []byte, name string, payload []byte) []byte {
+	body := binary.AppendUvarint(nil, uint64(len(name)))
+	body = append(append(body, name...), payload...)
+	out := append(slices.Clone(module), 0)
+	out = binary.AppendUvarint(out, uint64(len(body)))
+	return append(out, body...)
 }
 
 // The pack output is accepted by server-side apply (what kubectl apply

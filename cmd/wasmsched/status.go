@@ -13,15 +13,16 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
+	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
 	"github.com/wasmsched/wasmsched/host/plugin"
 )
 
-// runStatus prints what every scheduler replica reports of its policies:
-// the active digest, when it was loaded, the version loading now, and the
-// last rejected upload.
+// runStatus prints the SchedulingPolicies of the namespace and what the
+// schedulers report of them. Without any (no CRD, or policies configured
+// statically), it prints what every scheduler replica reports in its status
+// ConfigMap: the active digest, when it was loaded, the version loading
+// now, and the last rejected upload.
 func runStatus(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -34,21 +35,38 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		}
 		return errUsage
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = *kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
-	if err != nil {
-		return err
+	if *output != "table" && *output != "json" {
+		return fmt.Errorf("unknown output format %q (want table or json)", *output)
 	}
-	client, err := kubernetes.NewForConfig(cfg)
+	c, err := connect(*kubeconfig, *namespace)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	list, err := c.policies().List(ctx, metav1.ListOptions{})
+	if err != nil && !isNoCRD(crdHint(err)) {
+		return fmt.Errorf("list schedulingpolicies in %s: %w", *namespace, err)
+	}
+	if err == nil && len(list.Items) > 0 {
+		sps := make([]*api.SchedulingPolicy, len(list.Items))
+		for i := range list.Items {
+			if sps[i], err = api.FromUnstructured(&list.Items[i]); err != nil {
+				return err
+			}
+		}
+		sort.Slice(sps, func(i, j int) bool { return sps[i].Name < sps[j].Name })
+		if *output == "json" {
+			return printPoliciesJSON(stdout, sps)
+		}
+		return printPolicies(stdout, sps, time.Now())
+	}
+	// No SchedulingPolicy: the schedulers' status ConfigMap (policies from
+	// static configuration).
+	client := c.client
 	cm, err := client.CoreV1().ConfigMaps(*namespace).Get(ctx, plugin.StatusConfigMap, metav1.GetOptions{})
 	if err != nil {
-		return fmt.Errorf("read %s/%s: %w", *namespace, plugin.StatusConfigMap, err)
+		return fmt.Errorf("no SchedulingPolicy in %s, and read %s/%s: %w", *namespace, *namespace, plugin.StatusConfigMap, err)
 	}
 	var reports []plugin.Status
 	keys := make([]string, 0, len(cm.Data))
