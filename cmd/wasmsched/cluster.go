@@ -118,6 +118,7 @@ func (c *cluster) updateSpec(ctx context.Context, name string, change func(*api.
 		if err := setSpec(u, &sp.Spec); err != nil {
 			return err
 		}
+		u.SetLabels(sp.Labels)
 		out, err = c.policies().Update(ctx, u, metav1.UpdateOptions{FieldManager: fieldManager})
 		return err
 	})

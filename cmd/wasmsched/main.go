@@ -27,7 +27,7 @@ Usage:
     wasmsched test [-run REGEXP] [-v] [--policy NAME=P.wasm]... [DIR|FILE.yaml]...
 
   Shipping it to a cluster:
-    wasmsched push P.wasm --name N [--namespace NS] [--settings JSON|@FILE] [--keep K] [--wait 1m] [--force] [--kubeconfig PATH]
+    wasmsched push P.wasm --name N [--namespace NS] [--settings JSON|@FILE] [--label KEY=VALUE]... [--keep K] [--wait 1m] [--force] [--kubeconfig PATH]
     wasmsched diff NAME NEW.wasm [--settings JSON|@FILE] [--scheduler-name S] [--namespace NS] [-o table|json]
     wasmsched rollback NAME [DIGEST] [--namespace NS] [--wait 1m] [--kubeconfig PATH]
     wasmsched status [--kubeconfig PATH] [--namespace NS] [-o table|json]

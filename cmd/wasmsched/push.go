@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/util/retry"
 
 	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
@@ -24,7 +25,7 @@ import (
 )
 
 const pushUsage = `Usage:
-  wasmsched push P.wasm --name N [--namespace NS] [--settings JSON|@FILE] [--keep K] [--wait DURATION] [--force] [--kubeconfig PATH]
+  wasmsched push P.wasm --name N [--namespace NS] [--settings JSON|@FILE] [--label KEY=VALUE]... [--keep K] [--wait DURATION] [--force] [--kubeconfig PATH]
   wasmsched push --configmaps P.wasm [--name N] [--namespace NS] [--settings JSON|@FILE] [--kubeconfig PATH]
 
 Checks the module first, with its settings (--settings, else the
@@ -68,6 +69,8 @@ func runPush(args []string, stdout, stderr io.Writer) error {
 	keep := fs.Int("keep", 3, "keep the chunks of the first K revisions of every SchedulingPolicy's history")
 	wait := fs.Duration("wait", 0, "wait this long for the scheduler to serve the new revision (0: do not wait)")
 	force := fs.Bool("force", false, "push a quarantined revision, clearing its quarantine")
+	var labelFlags labelList
+	fs.Var(&labelFlags, "label", "KEY=VALUE: label the SchedulingPolicy (repeatable), e.g. wasmsched.io/profile=wasmsched for a profile that selects by label")
 	configMaps := fs.Bool("configmaps", false, "write fixed-name chunks N-i for source: {configMap: N} instead of a SchedulingPolicy")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long (not counting --wait)")
@@ -110,7 +113,10 @@ func runPush(args []string, stdout, stderr io.Writer) error {
 		}
 		return pushLegacy(ctx, c, *name, path, module, settings, stdout)
 	}
-	p := &pusher{cluster: c, name: *name, path: path, module: module, settings: settings, keep: *keep, force: *force, out: stdout}
+	if *configMaps && len(labelFlags) > 0 {
+		return errors.New("--label applies to SchedulingPolicies, not to --configmaps")
+	}
+	p := &pusher{cluster: c, name: *name, path: path, module: module, settings: settings, keep: *keep, force: *force, out: stdout, labels: labelFlags}
 	key, gen, err := p.push(ctx)
 	if err != nil {
 		return err
@@ -148,6 +154,45 @@ type pusher struct {
 	keep       int
 	force      bool
 	out        io.Writer
+	// labels are added to the SchedulingPolicy's (--label).
+	labels labelList
+}
+
+// labelList is the repeatable --label KEY=VALUE flag.
+type labelList map[string]string
+
+func (l *labelList) String() string { return fmt.Sprint(map[string]string(*l)) }
+
+func (l *labelList) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok {
+		return fmt.Errorf("want KEY=VALUE, got %q", v)
+	}
+	if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+		return fmt.Errorf("label key %q: %s", k, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsValidLabelValue(val); len(errs) > 0 {
+		return fmt.Errorf("label value %q: %s", val, strings.Join(errs, "; "))
+	}
+	if *l == nil {
+		*l = labelList{}
+	}
+	(*l)[k] = val
+	return nil
+}
+
+// label adds the --label labels to sp; it reports whether any changed.
+func (l labelList) label(sp *api.SchedulingPolicy) bool {
+	changed := false
+	for k, v := range l {
+		if sp.Labels[k] != v {
+			if sp.Labels == nil {
+				sp.Labels = map[string]string{}
+			}
+			sp.Labels[k], changed = v, true
+		}
+	}
+	return changed
 }
 
 // push checks the module, writes its chunks and the SchedulingPolicy, and
@@ -269,7 +314,8 @@ func (p *pusher) writePolicy(ctx context.Context, digest string) (*unstructured.
 		obj, changed, err := p.updateSpec(ctx, p.name, func(sp *api.SchedulingPolicy) (bool, error) {
 			before := api.RevisionOf(&sp.Spec).Key
 			p.apply(&sp.Spec, digest)
-			return api.RevisionOf(&sp.Spec).Key != before || sp.Spec.Module.URL != "" || sp.Spec.Module.File != "", nil
+			labelled := p.labels.label(sp)
+			return api.RevisionOf(&sp.Spec).Key != before || sp.Spec.Module.URL != "" || sp.Spec.Module.File != "" || labelled, nil
 		})
 		switch {
 		case err == nil && changed:
@@ -281,7 +327,9 @@ func (p *pusher) writePolicy(ctx context.Context, digest string) (*unstructured.
 		}
 		spec := api.SchedulingPolicySpec{}
 		p.apply(&spec, digest)
-		u, err := api.ToUnstructured(&api.SchedulingPolicy{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.namespace}, Spec: spec})
+		created := &api.SchedulingPolicy{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.namespace}, Spec: spec}
+		p.labels.label(created)
+		u, err := api.ToUnstructured(created)
 		if err != nil {
 			return nil, "", err
 		}
