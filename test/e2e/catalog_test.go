@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -253,13 +255,23 @@ func TestSchedulingPolicyLifecycle(t *testing.T) {
 	c.waitPolicy("pin", "refusing the junk module", 30*time.Second, func(sp *api.SchedulingPolicy) bool {
 		return condition(sp, api.ConditionRejected).Reason == api.ReasonLoadFailed && sp.Status.ObservedGeneration == sp.Generation
 	})
+	// A URL serving other bytes than the digest names.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("other bytes")) }))
+	defer srv.Close()
+	c.applyPolicy("pin", map[string]any{"module": map[string]any{"sha256": digest, "url": srv.URL + "/pin.wasm"}, "settings": map[string]any{"nodes": []any{"n3"}}})
+	sp = c.waitPolicy("pin", "refusing the URL's bytes", 30*time.Second, func(sp *api.SchedulingPolicy) bool {
+		return condition(sp, api.ConditionRejected).Reason == api.ReasonFetch && sp.Status.ObservedGeneration == sp.Generation
+	})
+	if m := condition(sp, api.ConditionRejected).Message; !strings.Contains(m, "sha256 mismatch") {
+		t.Errorf("Rejected message %q: want the digest mismatch named", m)
+	}
 	var notes []string
 	wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		notes = c.policyEvents("pin", "PolicyRejected")
-		return len(notes) >= 3, nil
+		return len(notes) >= 4, nil
 	})
 	joined := strings.Join(notes, "\n")
-	for _, want := range []string{`must list at least one node`, "not found", junk[:12]} {
+	for _, want := range []string{`must list at least one node`, "not found", junk[:12], "sha256 mismatch"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("no PolicyRejected Event says %q; Events:\n%s", want, joined)
 		}
