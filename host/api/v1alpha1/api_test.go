@@ -3,10 +3,14 @@ package v1alpha1_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -39,6 +43,9 @@ func TestCRD(t *testing.T) {
 		t.Fatalf("second install: %v", err)
 	}
 	res := dyn.Resource(api.GVR).Namespace("default")
+	if _, err := cp.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "wasmsched-system"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	create := func(name, spec string) (*api.SchedulingPolicy, error) {
 		t.Helper()
@@ -95,6 +102,21 @@ func TestCRD(t *testing.T) {
 		_, err := create(tc.name, tc.spec)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
+	// The manifests the docs show are accepted as shown.
+	docs := docPolicies(t)
+	if len(docs) == 0 {
+		t.Error("no SchedulingPolicy manifest in the docs")
+	}
+	for where, doc := range docs {
+		obj := map[string]any{}
+		if err := yaml.Unmarshal(doc, &obj); err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		if _, err := dyn.Resource(api.GVR).Namespace(u.GetNamespace()).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Errorf("%s: the API server refuses it: %v", where, err)
 		}
 	}
 	long := strings.Repeat("p", 64)
@@ -154,4 +176,24 @@ func TestRevisionKey(t *testing.T) {
 	if got := api.ModuleName(digest); got != "wasm-0123456789abcdef0123456789abcdef01234567" || !api.IsModuleName(got) {
 		t.Errorf("ModuleName = %q", got)
 	}
+}
+
+// docPolicies returns the SchedulingPolicy manifests shown in the docs.
+func docPolicies(t *testing.T) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	root := filepath.Join("..", "..", "..")
+	for _, f := range []string{"docs/operators-guide.md", "docs/policy-configmaps.md", "README.md"} {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, block := range strings.Split(string(b), "```yaml")[1:] {
+			block, _, _ = strings.Cut(block, "```")
+			if strings.Contains(block, "kind: SchedulingPolicy") {
+				out[fmt.Sprintf("%s block %d", f, i+1)] = []byte(block)
+			}
+		}
+	}
+	return out
 }
