@@ -236,7 +236,7 @@ func (s *Slot) runLoader(ctx context.Context, logger klog.Logger, report func(er
 				}
 			case a.err != nil:
 				run = nil
-				s.reject(a.digest(), a.err)
+				s.reject(a.digest(), a.req.v.ResourceVersion, a.err)
 				if s.afterLoad != nil {
 					s.afterLoad(a.req, a.err)
 				}

@@ -114,7 +114,7 @@ func (s *Slot) start(ctx context.Context, logger klog.Logger, src source.Source)
 	go src.Run(ctx, source.Handlers{
 		Version: s.offer,
 		Error: func(err error) {
-			s.reject("", err)
+			s.reject("", "", err)
 			if !s.loading() {
 				// While a version loads, its outcome answers start-up.
 				report(err)
@@ -197,32 +197,36 @@ func (s *Slot) retire(logger klog.Logger, old *policy.Policy) {
 
 // reject records a refused upload: log, metric, an Event on the ConfigMap
 // concerned, and the status. The current version keeps serving.
-func (s *Slot) reject(digest string, err error) {
+func (s *Slot) reject(digest, resourceVersion string, err error) {
 	reloadsTotal.WithLabelValues(s.Args.Name, "rejected").Inc()
 	klog.Background().WithName(Name).Error(err, "Policy upload rejected; the current version keeps serving", "policy", s.Args.Name, "digest", digest, "current", s.currentDigest())
 	s.mu.Lock()
 	s.status.LastRejected = &Rejection{Digest: digest, At: time.Now(), Error: err.Error()}
 	s.mu.Unlock()
-	s.event(err)
+	s.event(err, resourceVersion)
 	s.changed()
 }
 
 // event posts a Warning Event on the ConfigMap an error concerns (the chunk
-// at fault, or the policy's first chunk).
-func (s *Slot) event(err error) {
+// at fault, or the policy's first chunk at resourceVersion). The reference
+// carries the object's resource version, so that each upload starts an
+// Event series of its own: the Event shown says why the latest upload was
+// refused, not the first.
+func (s *Slot) event(err error, resourceVersion string) {
 	if s.recorder == nil || s.Args.Source.ConfigMap == "" {
 		return
 	}
 	name := s.Args.Source.ConfigMap + "-0"
 	var ce *source.ChunkError
 	if errors.As(err, &ce) {
+		resourceVersion = ce.ResourceVersion
 		if i := strings.LastIndex(ce.ConfigMap, "/"); i >= 0 {
 			name = ce.ConfigMap[i+1:]
 		} else {
 			name = ce.ConfigMap
 		}
 	}
-	ref := &v1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: s.namespace, Name: name}
+	ref := &v1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: s.namespace, Name: name, ResourceVersion: resourceVersion}
 	s.recorder.Eventf(ref, nil, v1.EventTypeWarning, "PolicyRejected", "Load", "policy %s: upload rejected, version %s keeps serving: %v", s.Args.Name, short(s.currentDigest()), err)
 }
 

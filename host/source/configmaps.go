@@ -183,7 +183,13 @@ func (a *assembly) look(list []*v1.ConfigMap, now time.Time) (retry time.Time) {
 		a.lastErr, a.failingSince = "", time.Time{}
 		if digest != a.lastDigest {
 			a.lastDigest = digest
-			a.h.version(Version{Module: module, Digest: digest, Origin: originOf(a.src.namespace, a.src.policy, chunks)})
+			v := Version{Module: module, Digest: digest, Origin: originOf(a.src.namespace, a.src.policy, chunks)}
+			for _, cm := range list {
+				if cm.Name == ChunkName(a.src.policy, 0) {
+					v.ResourceVersion = cm.ResourceVersion
+				}
+			}
+			a.h.version(v)
 		}
 		return time.Time{}
 	}

@@ -55,7 +55,10 @@ var ErrNoChunks = errors.New("no ConfigMaps")
 // "namespace/name", so that a caller can post an Event on it.
 type ChunkError struct {
 	ConfigMap string
-	Err       error
+	// ResourceVersion is the ConfigMap's, when it exists: an Event about
+	// it can name the very object at fault.
+	ResourceVersion string
+	Err             error
 }
 
 func (e *ChunkError) Error() string { return "configmap " + e.ConfigMap + ": " + e.Err.Error() }
@@ -454,7 +457,9 @@ func (r *chunkReader) remaining() int {
 
 func key(cm *v1.ConfigMap) string { return cm.Namespace + "/" + cm.Name }
 
-func chunkErr(cm *v1.ConfigMap, err error) error { return &ChunkError{ConfigMap: key(cm), Err: err} }
+func chunkErr(cm *v1.ConfigMap, err error) error {
+	return &ChunkError{ConfigMap: key(cm), ResourceVersion: cm.ResourceVersion, Err: err}
+}
 
 // originOf describes a set of chunks, e.g. "configmap ns/gpu-0..1".
 func originOf(namespace, policy string, chunks int) string {

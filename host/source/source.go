@@ -13,6 +13,9 @@ type Version struct {
 	// "configmap wasmsched-system/gpu-0..1", "file /etc/wasmsched/gpu.wasm",
 	// "url https://example.com/gpu.wasm".
 	Origin string
+	// ResourceVersion is, for a version from ConfigMaps, chunk 0's
+	// resource version: Events about the version name that object.
+	ResourceVersion string
 }
 
 // Handlers receive what a [Source] finds. A nil field ignores that kind of

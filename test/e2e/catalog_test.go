@@ -482,3 +482,34 @@ func TestStatusConfigMapRetriesAndPrunes(t *testing.T) {
 		return len(cm.Data) == 1 && !stale
 	})
 }
+
+// Two different bad uploads of a statically configured ConfigMap policy
+// leave two PolicyRejected Events, each with its own reason: the second is
+// not folded into the first's series under the first's message.
+func TestRejectedEventsCarryTheirOwnMessage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	c := startCluster(t, nil)
+	c.namespace(policyNamespace)
+	c.upload("pin", testwasm.Bytes(t, "examples/nodepin"))
+	restartScheduler(t, c, []policy{{Name: "pin", ConfigMap: "pin", Settings: `{"nodes": ["n1"]}`}})
+	c.corrupt("pin")
+	c.waitRejections(policyNamespace, 1, 30*time.Second)
+	c.upload("pin", []byte("\x00asm\x01\x00\x00\x00 not a policy"))
+	waitFor(t, "two PolicyRejected Events with their own messages", 30*time.Second, func() bool {
+		evs, err := c.client.EventsV1().Events(policyNamespace).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		var damaged, wasm bool
+		for _, e := range evs.Items {
+			if e.Reason != "PolicyRejected" {
+				continue
+			}
+			damaged = damaged || strings.Contains(e.Note, "chunk sha256 mismatch")
+			wasm = wasm || strings.Contains(e.Note, "not a valid WebAssembly module")
+		}
+		return damaged && wasm
+	})
+}
