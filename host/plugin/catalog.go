@@ -302,9 +302,11 @@ func (c *catalog) reconcile() {
 	for _, e := range gone {
 		c.logger.Info("SchedulingPolicy no longer selected: the policy stops applying", "policy", e.name)
 		e.remove()
+		c.status.touch(e.name) // drops this replica's entry, if the resource is still there
 	}
 	old := c.pl.roster.Load()
 	r := c.rosterFor(sel, missing)
+	c.checkShadows(sel, r)
 	c.pl.roster.Store(r)
 	if changedRoster || !sameBlockers(old, r) {
 		if c.pl.handle != nil && c.pl.handle.SharedInformerFactory() != nil {
@@ -312,6 +314,27 @@ func (c *catalog) reconcile() {
 		}
 	}
 	c.status.touchAll()
+}
+
+// checkShadows warns, once per spec version, about a Shadow policy whose
+// target is not an enforcing policy of the roster: it runs beside nothing.
+func (c *catalog) checkShadows(sel []*api.SchedulingPolicy, r *roster) {
+	shadowed := map[*Slot]bool{}
+	for _, sh := range r.shadows {
+		shadowed[sh] = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, sp := range sel {
+		e := c.entries[sp.Name]
+		if e == nil || sp.Spec.Mode != api.ModeShadow || shadowed[e.slot] || e.warnedShadow == sp.ResourceVersion {
+			continue
+		}
+		e.warnedShadow = sp.ResourceVersion
+		msg := fmt.Sprintf("shadows %q, which is not an enforcing policy this profile runs: the shadow is compared with nothing", sp.Spec.Shadows)
+		c.logger.Info("Shadow policy has no target", "policy", sp.Name, "shadows", sp.Spec.Shadows)
+		c.event(sp, v1.EventTypeWarning, "PolicyShadowsNothing", msg)
+	}
 }
 
 func sameBlockers(a, b *roster) bool {

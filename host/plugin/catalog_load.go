@@ -59,6 +59,9 @@ type entry struct {
 	// probation runs while a revision this replica activated is unproven.
 	probation    *time.Timer
 	probationKey string
+	// warnedShadow is the resource version last warned about having no
+	// shadow target (catalog.checkShadows).
+	warnedShadow string
 	// startup: the entry was made at start-up (marks of this replica are
 	// its previous process's).
 	startup bool

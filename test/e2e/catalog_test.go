@@ -513,3 +513,114 @@ func TestRejectedEventsCarryTheirOwnMessage(t *testing.T) {
 		return damaged && wasm
 	})
 }
+
+// selectingLabel returns a tweak that selects SchedulingPolicies by the
+// label wasmsched.io/profile=e2e.
+func selectingLabel(probation string) func(cfg map[string]any) {
+	return func(cfg map[string]any) {
+		prof := cfg["profiles"].([]any)[0].(map[string]any)
+		prof["pluginConfig"] = []any{map[string]any{"name": plugin.Name, "args": map[string]any{
+			"namespace":          policyNamespace,
+			"schedulingPolicies": map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"wasmsched.io/profile": "e2e"}}},
+			"probation":          probation,
+		}}}
+	}
+}
+
+// labelPolicy labels a SchedulingPolicy for selectingLabel's profile.
+func (c *cluster) labelPolicy(name string) {
+	c.t.Helper()
+	res := c.dynamic().Resource(api.GVR).Namespace(policyNamespace)
+	u, err := res.Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	u.SetLabels(map[string]string{"wasmsched.io/profile": "e2e"})
+	if _, err := res.Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// With a label selector, policies come and go with their labels: a Shadow
+// SchedulingPolicy runs beside the one it shadows, never changing
+// placement, its disagreements counted; a shadow of a policy the profile
+// does not run is reported; a new module (never compiled) and its
+// removal take effect without a restart.
+func TestSchedulingPolicySelectorAndShadow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	c := startCluster(t, nil)
+	c.installCRD()
+	for _, n := range []string{"n1", "n2"} {
+		c.node(n, nil)
+	}
+	module := testwasm.Bytes(t, "examples/nodepin")
+	digest := c.pushModule(module)
+	c.applyPolicy("pin", pinSpec(digest, "n1"))
+	c.labelPolicy("pin")
+	restartScheduler(t, c, nil, selectingLabel("1h"))
+	c.waitPolicy("pin", "serving", 30*time.Second, servingKey(revisionKey(t, pinSpec(digest, "n1")), metav1.ConditionTrue))
+
+	canary := pinSpec(digest, "n2")
+	canary["mode"], canary["shadows"] = "Shadow", "pin"
+	c.applyPolicy("canary", canary)
+	c.labelPolicy("canary")
+	c.waitPolicy("canary", "serving", 30*time.Second, servingKey(revisionKey(t, canary), metav1.ConditionTrue))
+	labels := map[string]string{"policy": "pin", "shadow": "canary", "point": "filter"}
+	before := metricValue(t, "wasmsched_shadow_disagreements_total", labels)
+	c.pod("a")
+	if n := c.waitBound("a", 30*time.Second); n != "n1" {
+		t.Fatalf("pod a on %s: the shadow changed placement", n)
+	}
+	if d := metricValue(t, "wasmsched_shadow_disagreements_total", labels) - before; d != 2 {
+		t.Errorf("%g Filter disagreements, want 2 (n1 and n2 judged oppositely)", d)
+	}
+
+	ghost := pinSpec(digest, "n2")
+	ghost["mode"], ghost["shadows"] = "Shadow", "ghost"
+	c.applyPolicy("lost", ghost)
+	c.labelPolicy("lost")
+	waitFor(t, "a PolicyShadowsNothing Event", 30*time.Second, func() bool {
+		ev := c.policyEvents("lost", "PolicyShadowsNothing")
+		return len(ev) == 1 && strings.Contains(ev[0], `"ghost"`)
+	})
+
+	// A module never compiled before (nodepin with a custom section: new
+	// bytes, same rules): from the apply to serving, compile included.
+	fresh := append(append([]byte(nil), module...), 0, 6, 5, 'n', 'o', 't', 'e', '!')
+	freshDigest := c.pushModule(fresh)
+	moved := pinSpec(freshDigest, "n2")
+	start := time.Now()
+	c.applyPolicy("pin", moved)
+	c.waitPolicy("pin", "serving the new module", 60*time.Second, servingKey(revisionKey(t, moved), metav1.ConditionTrue))
+	t.Logf("apply to serving, a module never compiled (%d bytes): %v", len(fresh), time.Since(start))
+	c.pod("b")
+	if n := c.waitBound("b", 30*time.Second); n != "n2" {
+		t.Fatalf("pod b on %s, want n2", n)
+	}
+
+	// Unlabelled, the policy stops applying: pods go anywhere.
+	res := c.dynamic().Resource(api.GVR).Namespace(policyNamespace)
+	u, err := res.Get(context.Background(), "pin", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.SetLabels(nil)
+	if _, err := res.Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "this replica's status entry removed", 30*time.Second, func() bool {
+		return len(c.getPolicy("pin").Status.Replicas) == 0
+	})
+	for i := range 6 {
+		c.pod(fmt.Sprintf("free-%d", i))
+	}
+	nodes := map[string]bool{}
+	for i := range 6 {
+		nodes[c.waitBound(fmt.Sprintf("free-%d", i), 30*time.Second)] = true
+	}
+	if !nodes["n1"] {
+		t.Errorf("no unpinned pod on n1 (%v): the unselected policy still applies", nodes)
+	}
+}
