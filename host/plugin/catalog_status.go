@@ -60,62 +60,38 @@ func (w *policyStatusWriter) poke() {
 	}
 }
 
-// run writes until ctx ends.
+// run writes until ctx ends (writeLoop): the policies touched, every
+// policy at each heartbeat.
 func (w *policyStatusWriter) run(ctx context.Context) {
-	heartbeat := time.NewTicker(statusHeartbeat)
-	defer heartbeat.Stop()
-	backoff := time.Duration(0)
-	for {
-		var retry <-chan time.Time
-		if backoff > 0 {
-			retry = time.After(backoff)
+	writeLoop(ctx, w.wake, w.touchAll, w.writeDirty)
+}
+
+// writeDirty writes the status of the policies touched since the last
+// call; those whose write failed stay touched.
+func (w *policyStatusWriter) writeDirty(ctx context.Context) error {
+	w.mu.Lock()
+	names := w.dirty
+	if w.all {
+		w.c.mu.Lock()
+		for n := range w.c.entries {
+			names[n] = true
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.wake:
-		case <-heartbeat.C:
-			w.touchAll()
-			continue
-		case <-retry:
-		}
-		w.mu.Lock()
-		names := w.dirty
-		if w.all {
-			w.c.mu.Lock()
-			for n := range w.c.entries {
-				names[n] = true
-			}
-			w.c.mu.Unlock()
-		}
-		w.dirty, w.all = map[string]bool{}, false
-		w.mu.Unlock()
-		failed := false
-		for name := range names {
-			err := w.update(ctx, name, func(sp *api.SchedulingPolicy) bool { return w.c.report(ctx, sp) })
-			if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
-				w.c.logger.V(2).Info("Could not write a SchedulingPolicy's status; retrying", "policy", name, "err", err)
-				w.mu.Lock()
-				w.dirty[name] = true
-				w.mu.Unlock()
-				failed = true
-			}
-		}
-		switch {
-		case !failed:
-			backoff = 0
-		case backoff == 0:
-			backoff = time.Second
-		default:
-			backoff = min(2*backoff, 30*time.Second)
-		}
-		// At most a write per policy per second, whatever the churn.
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
+		w.c.mu.Unlock()
+	}
+	w.dirty, w.all = map[string]bool{}, false
+	w.mu.Unlock()
+	var failed error
+	for name := range names {
+		err := w.update(ctx, name, func(sp *api.SchedulingPolicy) bool { return w.c.report(ctx, sp) })
+		if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+			w.c.logger.V(2).Info("Could not write a SchedulingPolicy's status; retrying", "policy", name, "err", err)
+			w.mu.Lock()
+			w.dirty[name] = true
+			w.mu.Unlock()
+			failed = err
 		}
 	}
+	return failed
 }
 
 // update reads the resource, lets mutate change it and writes its status

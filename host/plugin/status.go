@@ -84,6 +84,22 @@ func (w *statusWriter) run(ctx context.Context) {
 		return
 	}
 	w.touch()
+	writeLoop(ctx, w.dirty, nil, func(ctx context.Context) error {
+		err := w.write(ctx)
+		if err != nil {
+			klog.FromContext(ctx).V(2).Info("Could not publish policy status; retrying", "configMap", w.namespace+"/"+StatusConfigMap, "err", err)
+		}
+		return err
+	})
+}
+
+// writeLoop runs write until ctx ends: each time wake fires, at every
+// statusHeartbeat (after beat, if set), and after a failed write again
+// with backoff (1s doubling to 30s), so that a write that failed (a
+// namespace or an object made after the scheduler, the API server away)
+// is retried rather than left until the next change. It writes at most
+// once a second, whatever the churn.
+func writeLoop(ctx context.Context, wake <-chan struct{}, beat func(), write func(context.Context) error) {
 	heartbeat := time.NewTicker(statusHeartbeat)
 	defer heartbeat.Stop()
 	backoff := time.Duration(0)
@@ -95,18 +111,20 @@ func (w *statusWriter) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-w.dirty:
+		case <-wake:
 		case <-heartbeat.C:
+			if beat != nil {
+				beat()
+			}
 		case <-retry:
 		}
-		// A failed write (the namespace or the ConfigMap made after the
-		// scheduler, the API server away) is retried with backoff, not
-		// left until the next change.
-		if err := w.write(ctx); err != nil {
-			klog.FromContext(ctx).V(2).Info("Could not publish policy status; retrying", "configMap", w.namespace+"/"+StatusConfigMap, "err", err, "in", max(backoff*2, time.Second))
-			backoff = min(max(2*backoff, time.Second), 30*time.Second)
-		} else {
+		switch err := write(ctx); {
+		case err == nil:
 			backoff = 0
+		case backoff == 0:
+			backoff = time.Second
+		default:
+			backoff = min(2*backoff, 30*time.Second)
 		}
 		select {
 		case <-ctx.Done():
