@@ -215,6 +215,7 @@ func (e *entry) fallbackNote() string {
 func (e *entry) refuse(rev api.Revision, kind string, err error) {
 	e.failed[rev.Key] = err
 	e.failKind[rev.Key] = kind
+	e.slot.setMissing(fmt.Sprintf("revision %s: %v", rev.Short(), err))
 	if rev.Key == e.want.Key && kind != api.ReasonQuarantined {
 		e.c.event(e.sp, v1.EventTypeWarning, "PolicyRejected", fmt.Sprintf("revision %s refused: %v; %s", rev.Short(), err, e.servingNote()))
 	}
@@ -278,7 +279,6 @@ func (e *entry) fetch(rev api.Revision, gen int) {
 			return
 		}
 		if err != nil {
-			e.slot.setMissing(err.Error())
 			e.c.logger.Error(err, "Policy module cannot be fetched", "policy", e.name, "revision", rev.Key)
 			e.refuse(rev, api.ReasonFetch, err)
 			return

@@ -69,17 +69,18 @@ func (w *policyStatusWriter) run(ctx context.Context) {
 // writeDirty writes the status of the policies touched since the last
 // call; those whose write failed stay touched.
 func (w *policyStatusWriter) writeDirty(ctx context.Context) error {
+	// c.mu is taken after w.mu is released: refusals hold c.mu and touch.
 	w.mu.Lock()
-	names := w.dirty
-	if w.all {
+	names, all := w.dirty, w.all
+	w.dirty, w.all = map[string]bool{}, false
+	w.mu.Unlock()
+	if all {
 		w.c.mu.Lock()
 		for n := range w.c.entries {
 			names[n] = true
 		}
 		w.c.mu.Unlock()
 	}
-	w.dirty, w.all = map[string]bool{}, false
-	w.mu.Unlock()
 	var failed error
 	for name := range names {
 		err := w.update(ctx, name, func(sp *api.SchedulingPolicy) bool { return w.c.report(ctx, sp) })

@@ -264,16 +264,16 @@ func (s *Slot) currentKey() string {
 	return s.status.Key
 }
 
-// noVersionReason says why a slot has no version: its last refusal, or
+// noVersionReason says why a slot has no version: the latest refusal, or
 // that its first version is still loading.
 func (s *Slot) noVersionReason() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.missing != "" {
+		return s.missing // the latest refusal of a SchedulingPolicy's revision
+	}
 	if r := s.status.LastRejected; r != nil {
 		return r.Error
-	}
-	if s.missing != "" {
-		return s.missing
 	}
 	return "its first version is still loading"
 }
