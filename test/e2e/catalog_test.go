@@ -250,6 +250,33 @@ func TestSchedulingPolicyLifecycle(t *testing.T) {
 	if m := condition(sp, api.ConditionRejected).Message; !strings.Contains(m, "not found") || !strings.Contains(m, api.ModuleName(missing)) {
 		t.Errorf("Rejected message %q: want it to name the missing chunk", m)
 	}
+	// A damaged chunk: the module's chunk ConfigMap exists under its
+	// content-addressed name, but its payload is not what it declares.
+	damaged := strings.Repeat("cd", 32)
+	cms, err := source.PackModule(policyNamespace, testwasm.Bytes(t, "examples/nodepin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, cm := range cms {
+		broken := cm.DeepCopy()
+		broken.Name = source.ChunkName(api.ModuleName(damaged), i)
+		broken.Labels[source.LabelPolicy], broken.Labels[source.LabelModule] = api.ModuleName(damaged), api.ModuleName(damaged)
+		broken.Annotations[source.AnnotationSHA256] = damaged
+		if i == 0 {
+			broken.BinaryData[source.DataKey] = []byte("garbage")
+		}
+		if _, err := c.client.CoreV1().ConfigMaps(policyNamespace).Create(context.Background(), broken, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.applyPolicy("pin", pinSpec(damaged, "n3"))
+	sp = c.waitPolicy("pin", "refusing the damaged chunk", 30*time.Second, func(sp *api.SchedulingPolicy) bool {
+		return condition(sp, api.ConditionRejected).Reason == api.ReasonFetch && sp.Status.ObservedGeneration == sp.Generation
+	})
+	if m := condition(sp, api.ConditionRejected).Message; !strings.Contains(m, source.ChunkName(api.ModuleName(damaged), 0)) || !strings.Contains(m, "sha256 mismatch") {
+		t.Errorf("Rejected message %q: want the damaged chunk named", m)
+	}
+
 	junk := c.pushModule([]byte("\x00asm\x01\x00\x00\x00 this is no policy"))
 	c.applyPolicy("pin", pinSpec(junk, "n3"))
 	c.waitPolicy("pin", "refusing the junk module", 30*time.Second, func(sp *api.SchedulingPolicy) bool {
