@@ -19,8 +19,9 @@ import (
 // and that were created more than grace before now, printing a line per
 // ConfigMap deleted. A module is referred to by a policy's spec.module,
 // status.serving, status.lastGood and the first keep entries of its
-// status.history: what it serves, what it would fall back to and what
-// `wasmsched rollback` offers first.
+// status.history, and what any replica serves (status.replicas): what it
+// serves, what it would fall back to and what `wasmsched rollback` offers
+// first.
 //
 // The grace period is what makes concurrent pushes safe: a push writes its
 // chunks before the policy that names them, so fresh chunks nothing names
@@ -87,6 +88,14 @@ func referenced(sp *api.SchedulingPolicy, keep int) []string {
 			break
 		}
 		add(h.Module)
+	}
+	// What each replica serves: a replica may serve another revision than
+	// the lease holder (a fallback, a quarantine) and must be able to
+	// restart on it.
+	for _, r := range sp.Status.Replicas {
+		if api.ValidSHA256(r.SHA256) {
+			out = append(out, r.SHA256)
+		}
 	}
 	return out
 }
