@@ -46,7 +46,7 @@ all: build examples
 build: build-cli build-up
 	$(MAKE) --no-print-directory build-scheduler
 
-## build-cli: bin/wasmsched alone (eval, test, pack, push, status; no
+## build-cli: bin/wasmsched alone (eval, test, pack, push, rollback, diff, status; no
 ## control plane linked, so it builds in a fraction of the time)
 build-cli:
 	$(KGO) build $(KFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN)/wasmsched ./cmd/wasmsched
