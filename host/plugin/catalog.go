@@ -9,7 +9,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -119,7 +118,7 @@ func newCatalog(ctx context.Context, logger klog.Logger, pl *Plugin, args *Args)
 		c.selector, _ = metav1.LabelSelectorAsSelector(sel) // validated by DecodeArgs
 	}
 	c.status = newPolicyStatusWriter(c)
-	pl.roster.Store(c.roster())
+	pl.roster.Store(newRoster(nil, nil))
 
 	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, catalogResync, c.namespace, nil)
 	c.informer = factory.ForResource(api.GVR).Informer()
@@ -138,8 +137,9 @@ func newCatalog(ctx context.Context, logger klog.Logger, pl *Plugin, args *Args)
 	factory.Start(ctx.Done())
 	go func() { <-ctx.Done(); factory.Shutdown() }()
 
-	start := time.Now()
-	synced := cache.WaitForCacheSync(timeoutCh(ctx, startupTimeout), c.informer.HasSynced)
+	startup, cancelStartup := context.WithTimeout(ctx, startupTimeout)
+	defer cancelStartup()
+	synced := cache.WaitForCacheSync(startup.Done(), c.informer.HasSynced)
 	if !synced {
 		c.mu.Lock()
 		err := c.listErr
@@ -155,11 +155,10 @@ func newCatalog(ctx context.Context, logger klog.Logger, pl *Plugin, args *Args)
 		waits = append(waits, e.settled)
 	}
 	c.mu.Unlock()
-	deadline := timeoutCh(ctx, startupTimeout-time.Since(start))
 	for _, w := range waits {
 		select {
 		case <-w:
-		case <-deadline:
+		case <-startup.Done():
 		}
 	}
 	c.wg.Add(3)
@@ -167,20 +166,6 @@ func newCatalog(ctx context.Context, logger klog.Logger, pl *Plugin, args *Args)
 	go func() { defer c.wg.Done(); c.run() }()
 	go func() { defer c.wg.Done(); c.status.run(ctx) }()
 	return c, nil
-}
-
-func timeoutCh(ctx context.Context, d time.Duration) <-chan struct{} {
-	ch := make(chan struct{})
-	go func() {
-		defer close(ch)
-		t := time.NewTimer(max(d, 0))
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-	}()
-	return ch
 }
 
 func (c *catalog) poke() {
@@ -221,8 +206,8 @@ func (c *catalog) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for _, name := range marked {
-		_ = c.status.update(ctx, name, func(sp *api.SchedulingPolicy) bool {
-			return c.setReplica(sp, func(r *api.ReplicaStatus) { r.Probation = nil })
+		_ = c.status.update(ctx, name, func(sp *api.SchedulingPolicy) {
+			c.setReplica(sp, func(r *api.ReplicaStatus) { r.Probation = nil })
 		})
 	}
 	for _, e := range entries {
@@ -349,9 +334,6 @@ func sameBlockers(a, b *roster) bool {
 	return true
 }
 
-// roster is the roster of the entries now, for start-up.
-func (c *catalog) roster() *roster { return newRoster(nil, nil) }
-
 // rosterFor builds the roster of the selected policies, blocking on the
 // named ones that do not exist (or cannot be listed).
 func (c *catalog) rosterFor(sel []*api.SchedulingPolicy, missing []string) *roster {
@@ -434,5 +416,3 @@ func (c *catalog) get(name string) (*api.SchedulingPolicy, bool) {
 	sp, err := api.FromUnstructured(u)
 	return sp, err == nil
 }
-
-func isNotFound(err error) bool { return apierrors.IsNotFound(err) }

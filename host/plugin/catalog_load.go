@@ -184,14 +184,14 @@ func (e *entry) quarantine(rev api.Revision, p *api.Probation) {
 	go func() {
 		ctx, cancel := context.WithTimeout(e.ctx, markTimeout)
 		defer cancel()
-		err := e.c.status.update(ctx, e.name, func(sp *api.SchedulingPolicy) bool {
+		err := e.c.status.update(ctx, e.name, func(sp *api.SchedulingPolicy) {
 			if quarantineOf(sp, q.Key) == nil {
 				sp.Status.Quarantined = append(sp.Status.Quarantined, q)
 				if n := len(sp.Status.Quarantined); n > api.MaxQuarantined {
 					sp.Status.Quarantined = sp.Status.Quarantined[n-api.MaxQuarantined:]
 				}
 			}
-			return e.c.setReplica(sp, func(r *api.ReplicaStatus) { r.Probation = nil })
+			e.c.setReplica(sp, func(r *api.ReplicaStatus) { r.Probation = nil })
 		})
 		if err != nil {
 			e.c.logger.Error(err, "Could not record the quarantine in status", "policy", e.name)
@@ -313,8 +313,8 @@ func (e *entry) beforeInstall(r *request) {
 	ctx, cancel := context.WithTimeout(e.ctx, markTimeout)
 	defer cancel()
 	since := metav1.Now()
-	err := e.c.status.update(ctx, e.name, func(sp *api.SchedulingPolicy) bool {
-		return e.c.setReplica(sp, func(rs *api.ReplicaStatus) { rs.Probation = &api.Probation{Key: r.key, Since: since} })
+	err := e.c.status.update(ctx, e.name, func(sp *api.SchedulingPolicy) {
+		e.c.setReplica(sp, func(rs *api.ReplicaStatus) { rs.Probation = &api.Probation{Key: r.key, Since: since} })
 	})
 	if err != nil {
 		e.c.logger.Error(err, "Could not mark the revision on probation before it serves: a crash now would not quarantine it", "policy", e.name, "revision", r.key)
@@ -360,7 +360,7 @@ func (e *entry) prove(rev api.Revision) {
 	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
 	defer cancel()
 	now := metav1.Now()
-	err := e.c.status.update(ctx, e.name, func(sp *api.SchedulingPolicy) bool {
+	err := e.c.status.update(ctx, e.name, func(sp *api.SchedulingPolicy) {
 		st := &sp.Status
 		st.LastGood = rev.DeepCopy()
 		hist := []api.HistoryEntry{{Revision: rev, ProvenAt: now}}
@@ -375,7 +375,6 @@ func (e *entry) prove(rev api.Revision) {
 				r.Probation = nil
 			}
 		})
-		return true
 	})
 	if err != nil {
 		e.c.logger.Error(err, "Could not record the last good revision", "policy", e.name, "revision", rev.Key)

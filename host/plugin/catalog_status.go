@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
 )
@@ -83,7 +84,7 @@ func (w *policyStatusWriter) writeDirty(ctx context.Context) error {
 	}
 	var failed error
 	for name := range names {
-		err := w.update(ctx, name, func(sp *api.SchedulingPolicy) bool { return w.c.report(ctx, sp) })
+		err := w.update(ctx, name, func(sp *api.SchedulingPolicy) { w.c.report(ctx, sp) })
 		if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
 			w.c.logger.V(2).Info("Could not write a SchedulingPolicy's status; retrying", "policy", name, "err", err)
 			w.mu.Lock()
@@ -95,33 +96,31 @@ func (w *policyStatusWriter) writeDirty(ctx context.Context) error {
 	return failed
 }
 
-// update reads the resource, lets mutate change it and writes its status
-// if mutate reports a change; conflicts are retried.
-func (w *policyStatusWriter) update(ctx context.Context, name string, mutate func(*api.SchedulingPolicy) bool) error {
+// update reads the resource, lets mutate change its status and writes
+// the status if it changed; conflicts are read and mutated again.
+func (w *policyStatusWriter) update(ctx context.Context, name string, mutate func(*api.SchedulingPolicy)) error {
 	res := w.c.client.Resource(api.GVR).Namespace(w.c.namespace)
-	var err error
-	for attempt := 0; attempt < 5; attempt++ {
-		u, gerr := res.Get(ctx, name, metav1.GetOptions{})
-		if gerr != nil {
-			return gerr
-		}
-		sp, cerr := api.FromUnstructured(u)
-		if cerr != nil {
-			return cerr
-		}
-		before := sp.Status.DeepCopy()
-		if !mutate(sp) || reflect.DeepEqual(before, &sp.Status) {
-			return nil
-		}
-		out, cerr := api.ToUnstructured(sp)
-		if cerr != nil {
-			return cerr
-		}
-		if _, err = res.UpdateStatus(ctx, out, metav1.UpdateOptions{FieldManager: "wasmsched-scheduler"}); err == nil || !apierrors.IsConflict(err) {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u, err := res.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
 			return err
 		}
-	}
-	return err
+		sp, err := api.FromUnstructured(u)
+		if err != nil {
+			return err
+		}
+		before := sp.Status.DeepCopy()
+		mutate(sp)
+		if reflect.DeepEqual(before, &sp.Status) {
+			return nil
+		}
+		out, err := api.ToUnstructured(sp)
+		if err != nil {
+			return err
+		}
+		_, err = res.UpdateStatus(ctx, out, metav1.UpdateOptions{FieldManager: "wasmsched-scheduler"})
+		return err
+	})
 }
 
 // leader reports whether this replica writes the shared status fields.
@@ -163,9 +162,8 @@ func (c *catalog) replicaStatus(sp *api.SchedulingPolicy) *api.ReplicaStatus {
 }
 
 // setReplica applies fn to this replica's entry (adding it), refreshes its
-// heartbeat when due and prunes entries of replicas gone quiet. It always
-// reports a change: update compares.
-func (c *catalog) setReplica(sp *api.SchedulingPolicy, fn func(*api.ReplicaStatus)) bool {
+// heartbeat when due and prunes entries of replicas gone quiet.
+func (c *catalog) setReplica(sp *api.SchedulingPolicy, fn func(*api.ReplicaStatus)) {
 	r := c.replicaStatus(sp)
 	if r == nil {
 		sp.Status.Replicas = append(sp.Status.Replicas, api.ReplicaStatus{Name: c.replica, Profile: profileName(c.pl.handle)})
@@ -184,11 +182,10 @@ func (c *catalog) setReplica(sp *api.SchedulingPolicy, fn func(*api.ReplicaStatu
 		}
 	}
 	sp.Status.Replicas = kept
-	return true
 }
 
 // report writes this replica's view of sp into its status.
-func (c *catalog) report(ctx context.Context, sp *api.SchedulingPolicy) bool {
+func (c *catalog) report(ctx context.Context, sp *api.SchedulingPolicy) {
 	c.mu.Lock()
 	e := c.entries[sp.Name]
 	if e == nil {
@@ -202,7 +199,7 @@ func (c *catalog) report(ctx context.Context, sp *api.SchedulingPolicy) bool {
 			}
 		}
 		sp.Status.Replicas = kept
-		return true
+		return
 	}
 	v := e.view()
 	c.mu.Unlock()
@@ -213,7 +210,7 @@ func (c *catalog) report(ctx context.Context, sp *api.SchedulingPolicy) bool {
 		}
 	})
 	if !c.status.leader(ctx) {
-		return true
+		return
 	}
 	st := &sp.Status
 	st.ObservedGeneration = v.generation
@@ -227,7 +224,6 @@ func (c *catalog) report(ctx context.Context, sp *api.SchedulingPolicy) bool {
 	v.ready.ObservedGeneration, v.rejected.ObservedGeneration = v.generation, v.generation
 	meta.SetStatusCondition(&st.Conditions, v.ready)
 	meta.SetStatusCondition(&st.Conditions, v.rejected)
-	return true
 }
 
 // view is what this replica sees of a policy, for status.
