@@ -51,9 +51,8 @@ type entry struct {
 	// is one of them).
 	revs map[string]api.Revision
 	// failed: why a revision was refused (fetch, load, ceilings,
-	// quarantine), by key; failKind its Rejected reason.
-	failed   map[string]error
-	failKind map[string]string
+	// quarantine), by key.
+	failed map[string]refusal
 	// fallback is the last good revision's key once offered.
 	fallback string
 	// probation runs while a revision this replica activated is unproven.
@@ -70,12 +69,19 @@ type entry struct {
 	settledOnce bool
 }
 
+// refusal is why a revision cannot serve: its Rejected reason (kind) and
+// the error.
+type refusal struct {
+	kind string
+	err  error
+}
+
 // newEntry makes the slot of a newly selected policy and starts its
 // loader. The caller holds c.mu.
 func (c *catalog) newEntry(sp *api.SchedulingPolicy) *entry {
 	ctx, cancel := context.WithCancel(c.ctx)
 	e := &entry{c: c, name: sp.Name, ctx: ctx, cancel: cancel, revs: map[string]api.Revision{},
-		failed: map[string]error{}, failKind: map[string]string{}, startup: !c.started, settled: make(chan struct{})}
+		failed: map[string]refusal{}, startup: !c.started, settled: make(chan struct{})}
 	pa := argsOf(sp)
 	s := &Slot{Args: pa, metrics: newPointMetrics(sp.Name), namespace: c.namespace, recorder: c.pl.eventRecorder(),
 		onChange: func() { c.status.touch(sp.Name) }, onSwap: c.pl.requeue, required: c.selector == nil}
@@ -120,14 +126,13 @@ func (e *entry) setSpec(sp *api.SchedulingPolicy) (rosterChanged bool) {
 	rev := api.RevisionOf(&sp.Spec)
 	// A fetch that failed is retried at each resync: the chunks may have
 	// been pushed late, the URL may be back.
-	retry := rev.Key == e.want.Key && e.failKind[rev.Key] == api.ReasonFetch
+	retry := rev.Key == e.want.Key && e.failed[rev.Key].kind == api.ReasonFetch
 	if rev.Key == e.want.Key && !retry {
 		return rosterChanged
 	}
 	e.want = rev
 	e.gen++
 	delete(e.failed, rev.Key)
-	delete(e.failKind, rev.Key)
 	if q := quarantineOf(sp, rev.Key); q != nil {
 		e.refuse(rev, api.ReasonQuarantined, fmt.Errorf("revision %s is quarantined: %s (push it again with --force to retry it)", rev.Short(), q.Reason))
 		return rosterChanged
@@ -213,8 +218,7 @@ func (e *entry) fallbackNote() string {
 // refuse records that rev cannot serve and falls back when nothing
 // serves. The caller holds c.mu.
 func (e *entry) refuse(rev api.Revision, kind string, err error) {
-	e.failed[rev.Key] = err
-	e.failKind[rev.Key] = kind
+	e.failed[rev.Key] = refusal{kind: kind, err: err}
 	e.slot.setMissing(fmt.Sprintf("revision %s: %v", rev.Short(), err))
 	if rev.Key == e.want.Key && kind != api.ReasonQuarantined {
 		e.c.event(e.sp, v1.EventTypeWarning, "PolicyRejected", fmt.Sprintf("revision %s refused: %v; %s", rev.Short(), err, e.servingNote()))
@@ -245,7 +249,7 @@ func (e *entry) tryFallback() {
 	case lg == nil || e.fallback == lg.Key || lg.Key == e.want.Key:
 	case lg.Verify() != nil:
 		e.c.logger.Error(lg.Verify(), "Ignoring status.lastGood", "policy", e.name)
-	case quarantineOf(e.sp, lg.Key) != nil || e.failed[lg.Key] != nil:
+	case quarantineOf(e.sp, lg.Key) != nil || e.failed[lg.Key].err != nil:
 	default:
 		e.fallback = lg.Key
 		e.c.logger.Info("Falling back to the last good revision", "policy", e.name, "revision", lg.Key, "digest", lg.Module.SHA256)
@@ -336,7 +340,7 @@ func (e *entry) afterLoad(r *request, err error) {
 	e.settle()
 	if r.key != e.want.Key {
 		e.c.event(e.sp, v1.EventTypeWarning, "PolicyServingLastGood", fmt.Sprintf("revision %s serves instead of the spec's %s, which was refused: %v",
-			rev.Short(), e.want.Short(), e.failed[e.want.Key]))
+			rev.Short(), e.want.Short(), e.failed[e.want.Key].err))
 	} else {
 		e.c.event(e.sp, v1.EventTypeNormal, "PolicyServing", "revision "+rev.Short()+" serves")
 	}

@@ -249,7 +249,8 @@ func (e *entry) view() view {
 		v.loadedAt = &t
 	}
 	want := e.want
-	failure, failed := e.failed[want.Key]
+	r, failed := e.failed[want.Key]
+	failure := r.err
 	loading := e.slot.loading()
 	switch {
 	case cur != nil && v.key == want.Key:
@@ -259,7 +260,7 @@ func (e *entry) view() view {
 		if cur != nil {
 			v.ready.Message += "; " + e.servingNote() + " meanwhile"
 		}
-	case e.failKind[want.Key] == api.ReasonQuarantined:
+	case r.kind == api.ReasonQuarantined:
 		v.ready = cond(api.ConditionReady, false, api.ReasonQuarantined, fmt.Sprintf("%v; %s", failure, e.servingNow(v)))
 	case cur != nil:
 		v.ready = cond(api.ConditionReady, false, api.ReasonServingLastGood, fmt.Sprintf("revision %s was refused; %s", want.Short(), e.servingNow(v)))
@@ -267,8 +268,7 @@ func (e *entry) view() view {
 		v.ready = cond(api.ConditionReady, false, api.ReasonNoVersion, fmt.Sprintf("revision %s was refused and no other revision loads: %v", want.Short(), failure))
 	}
 	if failed {
-		kind := e.failKind[want.Key]
-		v.rejected = cond(api.ConditionRejected, true, kind, fmt.Sprintf("revision %s: %v", want.Short(), failure))
+		v.rejected = cond(api.ConditionRejected, true, r.kind, fmt.Sprintf("revision %s: %v", want.Short(), failure))
 	} else {
 		v.rejected = cond(api.ConditionRejected, false, api.ReasonAccepted, "")
 	}
