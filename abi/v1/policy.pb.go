@@ -93,6 +93,14 @@ const (
 	Point_POINT_PERMIT          Point = 9
 	Point_POINT_PRE_BIND        Point = 10
 	Point_POINT_POST_BIND       Point = 11
+	// AddPod and RemovePod (the scheduler's PreFilterExtensions): the guest
+	// follows the pods a preemption simulation or a nominated pod adds to or
+	// removes from a node. Filter calls made with such changes come through
+	// wasmsched_call(POINT_FILTER) with a FilterRequest.
+	Point_POINT_POD_CHANGES Point = 12
+	// SelectVictims: the guest proposes, for one node, the pods to evict so
+	// that the cycle's pod may run there (wasmsched_call with VictimsRequest).
+	Point_POINT_SELECT_VICTIMS Point = 13
 )
 
 // Enum value maps for Point.
@@ -110,6 +118,8 @@ var (
 		9:  "POINT_PERMIT",
 		10: "POINT_PRE_BIND",
 		11: "POINT_POST_BIND",
+		12: "POINT_POD_CHANGES",
+		13: "POINT_SELECT_VICTIMS",
 	}
 	Point_value = map[string]int32{
 		"POINT_UNSPECIFIED":     0,
@@ -124,6 +134,8 @@ var (
 		"POINT_PERMIT":          9,
 		"POINT_PRE_BIND":        10,
 		"POINT_POST_BIND":       11,
+		"POINT_POD_CHANGES":     12,
+		"POINT_SELECT_VICTIMS":  13,
 	}
 )
 
@@ -1019,7 +1031,8 @@ func (x *NodeUsage) GetPodCount() int32 {
 	return 0
 }
 
-// NodeSync brings an instance's resident node snapshot up to date.
+// NodeSync brings an instance's resident node snapshot up to date, and with
+// it the cluster objects and tenant usage the guest reads.
 type NodeSync struct {
 	state         protoimpl.MessageState
 	sizeCache     protoimpl.SizeCache
@@ -1032,6 +1045,16 @@ type NodeSync struct {
 	// Usage updates of nodes the instance holds; sent only to guests whose
 	// PolicyInfo sets accepts_usage.
 	Usage []*NodeUsage `protobuf:"bytes,3,rep,name=usage,proto3" json:"usage,omitempty"`
+	// Kinds (indexes into PolicyInfo.context_kinds) whose resident objects the
+	// guest drops before it applies objects: a full resync of those kinds.
+	ObjectsReset []int32 `protobuf:"varint,4,rep,packed,name=objects_reset,json=objectsReset,proto3" json:"objects_reset,omitempty"`
+	// Cluster objects to insert or replace, keyed by kind, namespace and name.
+	Objects []*ContextObject `protobuf:"bytes,5,rep,name=objects,proto3" json:"objects,omitempty"`
+	// Cluster objects that were deleted.
+	ObjectsRemoved []*ObjectRef `protobuf:"bytes,6,rep,name=objects_removed,json=objectsRemoved,proto3" json:"objects_removed,omitempty"`
+	// Tenant usage to insert or replace, keyed by key and tenant; an entry
+	// with no pods (requested.pods == 0) removes the tenant.
+	TenantUsage []*TenantUsage `protobuf:"bytes,7,rep,name=tenant_usage,json=tenantUsage,proto3" json:"tenant_usage,omitempty"`
 }
 
 func (x *NodeSync) ProtoReflect() protoreflect.Message {
@@ -1055,6 +1078,220 @@ func (x *NodeSync) GetRemoved() []int32 {
 func (x *NodeSync) GetUsage() []*NodeUsage {
 	if x != nil {
 		return x.Usage
+	}
+	return nil
+}
+
+func (x *NodeSync) GetObjectsReset() []int32 {
+	if x != nil {
+		return x.ObjectsReset
+	}
+	return nil
+}
+
+func (x *NodeSync) GetObjects() []*ContextObject {
+	if x != nil {
+		return x.Objects
+	}
+	return nil
+}
+
+func (x *NodeSync) GetObjectsRemoved() []*ObjectRef {
+	if x != nil {
+		return x.ObjectsRemoved
+	}
+	return nil
+}
+
+func (x *NodeSync) GetTenantUsage() []*TenantUsage {
+	if x != nil {
+		return x.TenantUsage
+	}
+	return nil
+}
+
+// ContextKind names a kind of cluster object by API group, version and
+// resource (the plural, lower-case name): {"", "v1", "namespaces"},
+// {"scheduling.x-k8s.io", "v1alpha1", "elasticquotas"}.
+type ContextKind struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Group    string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Version  string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	Resource string `protobuf:"bytes,3,opt,name=resource,proto3" json:"resource,omitempty"`
+}
+
+func (x *ContextKind) ProtoReflect() protoreflect.Message {
+	panic(`not implemented`)
+}
+
+func (x *ContextKind) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ContextKind) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ContextKind) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+// ContextObject is one cluster object of a kind the policy declared and the
+// operator allowed, resident in the instance like a node.
+type ContextObject struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	// Index into PolicyInfo.context_kinds.
+	Kind int32 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Empty for cluster-scoped objects.
+	Namespace       string      `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name            string      `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Uid             string      `protobuf:"bytes,4,opt,name=uid,proto3" json:"uid,omitempty"`
+	ResourceVersion string      `protobuf:"bytes,5,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	Labels          []*KeyValue `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty"`
+	// The whole object as JSON, metadata.managedFields left out.
+	Json []byte `protobuf:"bytes,7,opt,name=json,proto3" json:"json,omitempty"`
+}
+
+func (x *ContextObject) ProtoReflect() protoreflect.Message {
+	panic(`not implemented`)
+}
+
+func (x *ContextObject) GetKind() int32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *ContextObject) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ContextObject) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ContextObject) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *ContextObject) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *ContextObject) GetLabels() []*KeyValue {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *ContextObject) GetJson() []byte {
+	if x != nil {
+		return x.Json
+	}
+	return nil
+}
+
+// ObjectRef names a resident cluster object.
+type ObjectRef struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Kind      int32  `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+}
+
+func (x *ObjectRef) ProtoReflect() protoreflect.Message {
+	panic(`not implemented`)
+}
+
+func (x *ObjectRef) GetKind() int32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *ObjectRef) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ObjectRef) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// TenantUsage is what the pods of one tenant request: pods bound or assumed
+// by this scheduler, terminated ones excluded.
+type TenantUsage struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	// The pod label key tenants are values of; empty for namespaces.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The namespace, or the label's value.
+	Tenant string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Sum of the pods' effective requests; requested.pods is their number.
+	Requested *Resources `protobuf:"bytes,3,opt,name=requested,proto3" json:"requested,omitempty"`
+}
+
+func (x *TenantUsage) ProtoReflect() protoreflect.Message {
+	panic(`not implemented`)
+}
+
+func (x *TenantUsage) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *TenantUsage) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *TenantUsage) GetRequested() *Resources {
+	if x != nil {
+		return x.Requested
 	}
 	return nil
 }
@@ -1122,6 +1359,14 @@ type PolicyInfo struct {
 	// The guest applies NodeSync.usage. Without it the host sends every
 	// change of a node as a whole NodeInfo.
 	AcceptsUsage bool `protobuf:"varint,8,opt,name=accepts_usage,json=acceptsUsage,proto3" json:"accepts_usage,omitempty"`
+	// The kinds of cluster object the guest reads. The host refuses the policy
+	// if its configuration does not allow every one of them.
+	ContextKinds []*ContextKind `protobuf:"bytes,9,rep,name=context_kinds,json=contextKinds,proto3" json:"context_kinds,omitempty"`
+	// The guest reads tenant usage per namespace (NodeSync.tenant_usage with
+	// an empty key).
+	WantsNamespaceUsage bool `protobuf:"varint,10,opt,name=wants_namespace_usage,json=wantsNamespaceUsage,proto3" json:"wants_namespace_usage,omitempty"`
+	// The guest reads tenant usage per value of each of these pod label keys.
+	UsageLabelKeys []string `protobuf:"bytes,11,rep,name=usage_label_keys,json=usageLabelKeys,proto3" json:"usage_label_keys,omitempty"`
 }
 
 func (x *PolicyInfo) ProtoReflect() protoreflect.Message {
@@ -1182,6 +1427,27 @@ func (x *PolicyInfo) GetAcceptsUsage() bool {
 		return x.AcceptsUsage
 	}
 	return false
+}
+
+func (x *PolicyInfo) GetContextKinds() []*ContextKind {
+	if x != nil {
+		return x.ContextKinds
+	}
+	return nil
+}
+
+func (x *PolicyInfo) GetWantsNamespaceUsage() bool {
+	if x != nil {
+		return x.WantsNamespaceUsage
+	}
+	return false
+}
+
+func (x *PolicyInfo) GetUsageLabelKeys() []string {
+	if x != nil {
+		return x.UsageLabelKeys
+	}
+	return nil
 }
 
 // CycleRequest starts a scheduling cycle for one pod on an instance.
@@ -1341,6 +1607,97 @@ func (x *WaitingPodAction) GetReason() string {
 	return ""
 }
 
+// PodChange is a pod added to or removed from the node of a FilterRequest.
+type PodChange struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	// true: the pod was removed (a preemption victim); false: added (a
+	// nominated pod, or a victim put back).
+	Removed bool        `protobuf:"varint,1,opt,name=removed,proto3" json:"removed,omitempty"`
+	Pod     *PodSummary `protobuf:"bytes,2,opt,name=pod,proto3" json:"pod,omitempty"`
+}
+
+func (x *PodChange) ProtoReflect() protoreflect.Message {
+	panic(`not implemented`)
+}
+
+func (x *PodChange) GetRemoved() bool {
+	if x != nil {
+		return x.Removed
+	}
+	return false
+}
+
+func (x *PodChange) GetPod() *PodSummary {
+	if x != nil {
+		return x.Pod
+	}
+	return nil
+}
+
+// FilterRequest is Filter on a node as the scheduler modified it for a
+// preemption simulation or for nominated pods: the changes apply, in
+// order, to the cycle's state as PreFilter left it. Sent only to guests
+// that implement POINT_POD_CHANGES.
+type FilterRequest struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	NodeHandle int32        `protobuf:"varint,1,opt,name=node_handle,json=nodeHandle,proto3" json:"node_handle,omitempty"`
+	Changes    []*PodChange `protobuf:"bytes,2,rep,name=changes,proto3" json:"changes,omitempty"`
+}
+
+func (x *FilterRequest) ProtoReflect() protoreflect.Message {
+	panic(`not implemented`)
+}
+
+func (x *FilterRequest) GetNodeHandle() int32 {
+	if x != nil {
+		return x.NodeHandle
+	}
+	return 0
+}
+
+func (x *FilterRequest) GetChanges() []*PodChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+// VictimsRequest asks which pods on a node to evict so that the cycle's pod
+// fits there (POINT_SELECT_VICTIMS).
+type VictimsRequest struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	NodeHandle int32 `protobuf:"varint,1,opt,name=node_handle,json=nodeHandle,proto3" json:"node_handle,omitempty"`
+	// The pods on the node, sorted by namespace, name and uid.
+	Pods []*PodSummary `protobuf:"bytes,2,rep,name=pods,proto3" json:"pods,omitempty"`
+}
+
+func (x *VictimsRequest) ProtoReflect() protoreflect.Message {
+	panic(`not implemented`)
+}
+
+func (x *VictimsRequest) GetNodeHandle() int32 {
+	if x != nil {
+		return x.NodeHandle
+	}
+	return 0
+}
+
+func (x *VictimsRequest) GetPods() []*PodSummary {
+	if x != nil {
+		return x.Pods
+	}
+	return nil
+}
+
 // NodeHandleRequest names one node: Reserve, Unreserve, PreBind and PostBind.
 type NodeHandleRequest struct {
 	state         protoimpl.MessageState
@@ -1494,6 +1851,10 @@ type Result struct {
 	NominatedNodeName string `protobuf:"bytes,7,opt,name=nominated_node_name,json=nominatedNodeName,proto3" json:"nominated_node_name,omitempty"`
 	// NormalizeScore: the normalised scores.
 	Scores []*NodeScore `protobuf:"bytes,8,rep,name=scores,proto3" json:"scores,omitempty"`
+	// SelectVictims: the UIDs of the pods to evict, the most expendable
+	// first. The host puts back, from the end, every victim the pod fits
+	// without.
+	Victims []string `protobuf:"bytes,9,rep,name=victims,proto3" json:"victims,omitempty"`
 }
 
 func (x *Result) ProtoReflect() protoreflect.Message {
@@ -1556,6 +1917,13 @@ func (x *Result) GetScores() []*NodeScore {
 	return nil
 }
 
+func (x *Result) GetVictims() []string {
+	if x != nil {
+		return x.Victims
+	}
+	return nil
+}
+
 // Policy is the interface a guest exports. The protoc-gen-go-plugin
 // annotation below makes this file the interface definition; wasmsched uses
 // only the generated message code. The exports are plain functions over
@@ -1578,4 +1946,8 @@ type Policy interface {
 	// wasmsched_call with POINT_RESERVE, POINT_UNRESERVE, POINT_PRE_BIND or
 	// POINT_POST_BIND.
 	Node(context.Context, *NodeHandleRequest) (*Result, error)
+	// wasmsched_call with POINT_FILTER: Filter under a preemption simulation.
+	FilterChanged(context.Context, *FilterRequest) (*Result, error)
+	// wasmsched_call with POINT_SELECT_VICTIMS.
+	SelectVictims(context.Context, *VictimsRequest) (*Result, error)
 }
