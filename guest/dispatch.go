@@ -149,6 +149,12 @@ func (in *instance) init(n uint32) uint32 {
 	info.WantsPods = in.policy.WantsPods
 	info.WantsAllNodes = in.policy.WantsAllNodes
 	info.AcceptsUsage = true
+	// Read after the settings hook, which may set them.
+	for _, k := range in.policy.Context {
+		info.ContextKinds = append(info.ContextKinds, &abiv1.ContextKind{Group: k.Group, Version: k.Version, Resource: k.Resource})
+	}
+	info.WantsNamespaceUsage = in.policy.NamespaceUsage
+	info.UsageLabelKeys = in.policy.UsageLabelKeys
 	in.ready = true
 	return uint32(Success)
 }

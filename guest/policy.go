@@ -70,6 +70,57 @@ type Policy struct {
 
 	// PostBind is informational and runs after a successful binding.
 	PostBind func(c *Cycle, n *NodeInfo)
+
+	// Context lists the kinds of cluster object the policy reads
+	// (Cycle.Objects, Cycle.Object and the typed views). The scheduler
+	// refuses the policy unless the operator allows every kind listed.
+	Context []Kind
+
+	// NamespaceUsage asks for the resources requested per namespace
+	// (Cycle.TenantUsage with an empty key), UsageLabelKeys for those
+	// requested per value of each pod label key. The host counts bound
+	// and assumed pods and leaves terminated ones out.
+	NamespaceUsage bool
+	UsageLabelKeys []string
+
+	// AddPod and RemovePod follow the scheduler's simulations (preemption,
+	// nominated pods): for a Filter on a node the scheduler modified, the
+	// SDK runs PreFilter again for a fresh Cycle.State (its verdict is not
+	// used), calls AddPod or RemovePod for each pod added to or removed
+	// from the node, in order, then Filter; the cycle's State is restored
+	// afterwards. Without them, Filter sees only the node as modified.
+	AddPod    func(c *Cycle, pod *abiv1.PodSummary, n *NodeInfo) Status
+	RemovePod func(c *Cycle, pod *abiv1.PodSummary, n *NodeInfo) Status
+
+	// SelectVictims takes part in preemption: given the pods on a node, it
+	// returns the UIDs of those to evict so that the cycle's pod fits, the
+	// most expendable first, or a rejection when evicting cannot help on
+	// this node. The host checks the pod then fits (every Filter plugin,
+	// with RemovePod for each victim) and puts back, from the end of the
+	// list, every victim the pod fits without.
+	SelectVictims func(c *Cycle, n *NodeInfo, pods []*abiv1.PodSummary) (victims []string, s Status)
+}
+
+// Kind names a kind of cluster object by API group, version and resource
+// (the plural, lower-case name).
+type Kind struct{ Group, Version, Resource string }
+
+// The built-in kinds a policy may read (with the operator's consent).
+var (
+	KindNamespace     = Kind{Version: "v1", Resource: "namespaces"}
+	KindPriorityClass = Kind{Group: "scheduling.k8s.io", Version: "v1", Resource: "priorityclasses"}
+	KindResourceSlice = Kind{Group: "resource.k8s.io", Version: "v1", Resource: "resourceslices"}
+	KindResourceClaim = Kind{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims"}
+	KindDeviceClass   = Kind{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"}
+)
+
+// String returns group/version/resource, or version/resource for the core
+// group: "v1/namespaces", "scheduling.x-k8s.io/v1alpha1/elasticquotas".
+func (k Kind) String() string {
+	if k.Group == "" {
+		return k.Version + "/" + k.Resource
+	}
+	return k.Group + "/" + k.Version + "/" + k.Resource
 }
 
 // PermitResult is Permit's answer.
@@ -155,6 +206,8 @@ func (p *Policy) points() uint64 {
 	set(p.Permit != nil, abiv1.Point_POINT_PERMIT)
 	set(p.PreBind != nil, abiv1.Point_POINT_PRE_BIND)
 	set(p.PostBind != nil, abiv1.Point_POINT_POST_BIND)
+	set(p.AddPod != nil || p.RemovePod != nil, abiv1.Point_POINT_POD_CHANGES)
+	set(p.SelectVictims != nil, abiv1.Point_POINT_SELECT_VICTIMS)
 	return b
 }
 
