@@ -2,9 +2,12 @@ package perf
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -170,7 +173,14 @@ func TestConfig(t *testing.T) {
 	old := *rounds
 	*rounds = 2
 	defer func() { *rounds = old }()
-	ps := []profile{{Name: "default"}, {Name: "native", Plugin: NativeName}, {Name: "wasm-go", Plugin: "WasmPolicy", Wasm: "/x/gpu.wasm"}}
+	ps := []profile{
+		{Name: "default", Families: map[string]schedulerSetup{familyGPU: {}, familyQuota: {}}},
+		{Name: "native", Families: map[string]schedulerSetup{familyGPU: {Plugin: NativeName}, familyQuota: {Plugin: QuotaNativeName, Args: quotaSettings}}},
+		{Name: "wasm-go", Families: map[string]schedulerSetup{
+			familyGPU:   {Plugin: "WasmPolicy", Policy: "gpu", Wasm: "/x/gpu.wasm"},
+			familyQuota: {Plugin: "WasmPolicy", Policy: "quota", Wasm: "/x/quota.wasm", Settings: quotaSettings},
+		}},
+	}
 	data, err := os.ReadFile(config(t, t.TempDir(), ps))
 	if err != nil {
 		t.Fatal(err)
@@ -192,10 +202,56 @@ func TestConfig(t *testing.T) {
 		if _, err := os.Stat(c.SchedulerConfigPath); err != nil || len(c.Workloads) != 2 || len(c.Labels) != 2 {
 			t.Errorf("%s: scheduler config %v, %d workloads, labels %v", c.Name, err, len(c.Workloads), c.Labels)
 		}
+		checkSchedulerConfig(t, c.Name, c.SchedulerConfigPath)
 	}
 	want := []string{"GPU_default", "GPU_native", "GPU_wasm-go", "GPU_wasm-go_2", "GPU_native_2", "GPU_default_2",
-		"Basic_default", "Basic_native", "Basic_wasm-go", "Basic_wasm-go_2", "Basic_native_2", "Basic_default_2"}
+		"Basic_default", "Basic_native", "Basic_wasm-go", "Basic_wasm-go_2", "Basic_native_2", "Basic_default_2",
+		"Quota_default", "Quota_native", "Quota_wasm-go", "Quota_wasm-go_2", "Quota_native_2", "Quota_default_2"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("test cases %v, want %v", names, want)
+	}
+}
+
+// checkSchedulerConfig checks that a rendered scheduler configuration is
+// YAML whose plugin arguments and policy settings are the ones the profile
+// gives: the quota settings survive being spliced into YAML.
+func checkSchedulerConfig(t *testing.T, name, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Profiles   []struct {
+			SchedulerName string `json:"schedulerName"`
+			Plugins       any    `json:"plugins"`
+			PluginConfig  []struct {
+				Name string         `json:"name"`
+				Args map[string]any `json:"args"`
+			} `json:"pluginConfig"`
+		} `json:"profiles"`
+	}
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		t.Fatalf("%s: %s: %v", name, path, err)
+	}
+	if !strings.HasPrefix(name, "Quota_") || strings.HasPrefix(name, "Quota_default") {
+		return
+	}
+	var want map[string]any
+	if err := json.Unmarshal([]byte(quotaSettings), &want); err != nil {
+		t.Fatal(err)
+	}
+	pc := cfg.Profiles[0].PluginConfig
+	if len(pc) != 1 {
+		t.Fatalf("%s: plugin config %v", name, pc)
+	}
+	got := pc[0].Args
+	if pc[0].Name == "WasmPolicy" {
+		got = got["policies"].([]any)[0].(map[string]any)["settings"].(map[string]any)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s: quota settings %v, want %v", name, got, want)
 	}
 }

@@ -39,29 +39,72 @@ func initTests() {
 	}
 }
 
-// profile is one scheduler configuration under test.
+// profile is one scheduler configuration under test. Its name is the same
+// in every workload, so that the report compares like with like; what the
+// profile adds to the default scheduler depends on the rules the workload
+// exercises (its family: gpu or quota).
 type profile struct {
 	Name string
-	// Plugin is the plugin added to the default profile; empty for none.
-	Plugin string
-	// Wasm is the module WasmPolicy runs.
-	Wasm string
+	// Families holds the scheduler configuration of the profile per
+	// family of workloads; a family the profile lacks is not run under it.
+	Families map[string]schedulerSetup
 }
 
+// schedulerSetup is what one profile adds to the default scheduler for one
+// family of workloads.
+type schedulerSetup struct {
+	// Plugin is the plugin added to the default profile; empty for none.
+	Plugin string
+	// Args are the plugin's arguments (JSON) for a native plugin.
+	Args string
+	// Policy, Wasm and Settings describe the policy WasmPolicy runs: its
+	// name, module file and settings (JSON, empty for none).
+	Policy, Wasm, Settings string
+}
+
+// The families of workloads: GPU and Basic run the gpu rules, Quota the
+// quota rules.
+const (
+	familyGPU   = "gpu"
+	familyQuota = "quota"
+)
+
 // profiles returns the profiles to run; wasm-tinygo only when TinyGo can
-// build the guest.
+// build the guest, the quota family only when examples/quota exists.
 func profiles(b *testing.B) []profile {
+	quota := quotaAvailable(b)
 	ps := []profile{
-		{Name: "default"},
-		{Name: "native", Plugin: NativeName},
-		{Name: "wasm-go", Plugin: plugin.Name, Wasm: testwasm.Path(b, "examples/gpu")},
+		{Name: "default", Families: map[string]schedulerSetup{familyGPU: {}}},
+		{Name: "native", Families: map[string]schedulerSetup{familyGPU: {Plugin: NativeName}}},
+		{Name: "wasm-go", Families: map[string]schedulerSetup{familyGPU: {Plugin: plugin.Name, Policy: "gpu", Wasm: testwasm.Path(b, "examples/gpu")}}},
+	}
+	if quota {
+		ps[0].Families[familyQuota] = schedulerSetup{}
+		ps[1].Families[familyQuota] = schedulerSetup{Plugin: QuotaNativeName, Args: quotaSettings}
+		ps[2].Families[familyQuota] = schedulerSetup{Plugin: plugin.Name, Policy: "quota", Wasm: testwasm.Path(b, "examples/quota"), Settings: quotaSettings}
 	}
 	if tinygoInstalled(b) {
-		ps = append(ps, profile{Name: "wasm-tinygo", Plugin: plugin.Name, Wasm: testwasm.TinyGoPath(b, "examples/gpu")})
+		p := profile{Name: "wasm-tinygo", Families: map[string]schedulerSetup{
+			familyGPU: {Plugin: plugin.Name, Policy: "gpu", Wasm: testwasm.TinyGoPath(b, "examples/gpu")},
+		}}
+		if quota {
+			p.Families[familyQuota] = schedulerSetup{Plugin: plugin.Name, Policy: "quota", Wasm: testwasm.TinyGoPath(b, "examples/quota"), Settings: quotaSettings}
+		}
+		ps = append(ps, p)
 	} else {
 		b.Logf("no TinyGo toolchain (make tinygo): profile wasm-tinygo left out")
 	}
 	return ps
+}
+
+// quotaAvailable reports whether the quota example exists in this tree;
+// without it the Quota workload is left out.
+func quotaAvailable(b *testing.B) bool {
+	if _, err := os.Stat(filepath.Join(testwasm.Root(b), "examples", "quota", "main.go")); err != nil {
+		b.Logf("no examples/quota: workload Quota left out")
+		return false
+	}
+	return true
 }
 
 // tinygoInstalled reports whether testwasm finds a TinyGo toolchain, without
@@ -76,27 +119,28 @@ func tinygoInstalled(b *testing.B) bool {
 }
 
 // config writes the scheduler_perf configuration for ps, with the scheduler
-// configuration of each profile, into dir and returns its path.
+// configuration of each profile and family, into dir and returns its path.
 func config(b testing.TB, dir string, ps []profile) string {
 	testdata, err := filepath.Abs("testdata")
 	if err != nil {
 		b.Fatal(err)
 	}
-	var cases []map[string]string
 	for _, p := range ps {
-		var buf bytes.Buffer
-		if err := schedulerConfig.Execute(&buf, p); err != nil {
-			b.Fatal(err)
-		}
-		path := filepath.Join(dir, p.Name+".yaml")
-		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-			b.Fatal(err)
+		for family, s := range p.Families {
+			var buf bytes.Buffer
+			if err := schedulerConfig.Execute(&buf, s); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, family+"-"+p.Name+".yaml"), buf.Bytes(), 0o644); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 	// Each round runs every profile once, every other round in reverse
 	// order, so that a machine getting slower or faster during the run
 	// weighs on every profile alike. Round r > 1 names its cases
 	// <Workload>_<profile>_<r>.
+	cases := map[string][]map[string]string{}
 	for r := 1; r <= max(*rounds, 1); r++ {
 		for k := range ps {
 			p := ps[k]
@@ -107,11 +151,19 @@ func config(b testing.TB, dir string, ps []profile) string {
 			if r > 1 {
 				name += fmt.Sprintf("_%d", r)
 			}
-			cases = append(cases, map[string]string{"Case": name, "Profile": p.Name, "SchedulerConfig": filepath.Join(dir, p.Name+".yaml")})
+			for _, family := range []string{familyGPU, familyQuota} {
+				if _, ok := p.Families[family]; ok {
+					cases[family] = append(cases[family], map[string]string{"Case": name, "Profile": p.Name,
+						"SchedulerConfig": filepath.Join(dir, family+"-"+p.Name+".yaml")})
+				}
+			}
 		}
 	}
 	var buf bytes.Buffer
-	if err := workloads.Execute(&buf, map[string]any{"Testdata": testdata, "Cases": cases, "Rounds": make([]struct{}, 10)}); err != nil {
+	if err := workloads.Execute(&buf, map[string]any{
+		"Testdata": testdata, "Cases": cases[familyGPU], "QuotaCases": cases[familyQuota],
+		"Rounds": make([]struct{}, 10), "Tenants": quotaTenants, "OverTenant": quotaOverTenant,
+	}); err != nil {
 		b.Fatal(err)
 	}
 	path := filepath.Join(dir, "performance-config.yaml")
@@ -131,15 +183,23 @@ profiles:
       enabled:
       - name: {{.Plugin}}
 {{- end}}
+{{- if .Args}}
+  pluginConfig:
+  - name: {{.Plugin}}
+    args: {{.Args}}
+{{- end}}
 {{- if .Wasm}}
   pluginConfig:
   - name: WasmPolicy
     args:
       namespace: default
       policies:
-      - name: gpu
+      - name: {{.Policy}}
         source:
           file: {{.Wasm}}
+{{- if .Settings}}
+        settings: {{.Settings}}
+{{- end}}
 {{- end}}
 `))
 
@@ -157,6 +217,14 @@ profiles:
 //     slowest workload by far. Under TinyGo it is labelled slow, and left
 //     out by `make bench-full`: TinyGo's collector can hold a call past its
 //     deadline with 5000 resident nodes (docs/benchmarks.md).
+//   - Quota: tenants as namespaces under the quota rules, quotas in the
+//     profile's settings (quota_perf_test.go). Every tenant first places
+//     its share of the initial pods (20000 at 5000 nodes), then the
+//     measured pods arrive across the tenants in ten rounds, half of the
+//     tenants borrowing beyond their guaranteed share; the tenant
+//     OverTenant starts at its max, so its measured pods exceed it and stay
+//     pending under the quota profiles. The barrier and the throughput
+//     leave that tenant out.
 var workloads = template.Must(template.New("workloads").Parse(`
 {{- $td := .Testdata}}
 {{- range .Cases}}
@@ -227,6 +295,48 @@ var workloads = template.Must(template.New("workloads").Parse(`
     labels: [performance, full]
     params: {initNodes: 5000, initPods: 1000, measurePods: 10000}
 {{- end}}
+{{- range .QuotaCases}}
+- name: Quota_{{.Case}}
+  labels: [{{.Profile}}, quota]
+  schedulerConfigPath: {{.SchedulerConfig}}
+  defaultPodTemplatePath: {{$td}}/pod-cpu.yaml
+  workloadTemplate:
+  - opcode: createNodes
+    countParam: $nodes
+    nodeTemplatePath: {{$td}}/node-cpu.yaml
+{{- range $.Tenants}}
+  - opcode: createPods
+    countParam: $initPods
+    namespace: {{.}}
+{{- end}}
+  - opcode: createPods
+    countParam: $overInitPods
+    namespace: {{$.OverTenant}}
+  - opcode: startCollectingMetrics
+    namespaces: [{{range $i, $t := $.Tenants}}{{if $i}}, {{end}}{{$t}}{{end}}]
+{{- range $.Rounds}}
+{{- range $.Tenants}}
+  - opcode: createPods
+    countParam: $measure
+    namespace: {{.}}
+    skipWaitToCompletion: true
+{{- end}}
+  - opcode: createPods
+    countParam: $over
+    namespace: {{$.OverTenant}}
+    skipWaitToCompletion: true
+{{- end}}
+  - opcode: barrier
+    namespaces: [{{range $i, $t := $.Tenants}}{{if $i}}, {{end}}{{$t}}{{end}}]
+  - opcode: stopCollectingMetrics
+  workloads:
+  - name: 500Nodes
+    labels: [performance, quick]
+    params: {nodes: 500, initPods: 100, overInitPods: 12, measure: 10, over: 1}
+  - name: 5000Nodes_20000Pods
+    labels: [performance, full]
+    params: {nodes: 5000, initPods: 1052, overInitPods: 12, measure: 26, over: 3}
+{{- end}}
 `))
 
 // extra is what the benchmark measures beside scheduler_perf, per workload
@@ -269,7 +379,8 @@ func BenchmarkPerfScheduling(b *testing.B) {
 		extras  = map[string]extra{}
 	)
 	registry := frameworkruntime.Registry{
-		NativeName: NewNative,
+		NativeName:      NewNative,
+		QuotaNativeName: NewQuotaNative,
 		plugin.Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 			p, err := plugin.New(ctx, obj, h)
 			if err == nil {
@@ -280,7 +391,7 @@ func BenchmarkPerfScheduling(b *testing.B) {
 			return p, err
 		},
 	}
-	perf.PluginNames = append(perf.PluginNames, NativeName, plugin.Name)
+	perf.PluginNames = append(perf.PluginNames, NativeName, QuotaNativeName, plugin.Name)
 	prepare := func(tCtx tContext) error {
 		if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
 			tCtx.Logf("cannot reset peak RSS: %v", err)
@@ -342,6 +453,10 @@ func BenchmarkPerfScheduling(b *testing.B) {
 // accept shared GPUs) on a time-sliced T4. The default profile places
 // training pods on T4s: it knows no such rule.
 func checkPlacements(tCtx tContext, name string) {
+	if strings.Contains(name, "/Quota_") {
+		checkQuota(tCtx, name)
+		return
+	}
 	if !strings.Contains(name, "/GPU_") || strings.Contains(name, "/GPU_default") {
 		return
 	}
