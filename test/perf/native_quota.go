@@ -3,9 +3,11 @@ package perf
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
-	"sort"
+	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -22,57 +24,92 @@ import (
 // QuotaNativeName is the quota twin's name in scheduler configurations.
 const QuotaNativeName = "QuotaNative"
 
-// quotaPolicyName prefixes the quota rules' reasons, as the example's name
-// does.
-const quotaPolicyName = "quota"
-
 // QuotaNative is the quota example policy (examples/quota) with quotas from
 // settings and tenants by namespace, written as an ordinary compiled-in
-// scheduler plugin: the same rules, verdicts, reasons and scores, without
-// WebAssembly. Tenant usage comes from host/clusterctx.Usage, fed as a
-// native plugin would feed it: from the framework handle's pod informer and
-// from the plugin's own Reserve and Unreserve. It is a benchmark fixture,
-// not shipped; TestNativeQuotaTwin checks it against the wasm module.
+// scheduler plugin: the same rules in the same order, the same verdicts,
+// reasons and scores, without WebAssembly. Tenant usage comes from
+// host/clusterctx.Usage, fed as a native plugin would feed it: from the
+// framework handle's pod informer and from the plugin's own Reserve and
+// Unreserve. Like the example, PreFilter judges the pod once per cycle and
+// Filter returns that verdict on every node unless the preemption
+// simulation changed the tenants' use (AddPod, RemovePod). It does not
+// read ElasticQuota objects nor tenant labels, and has no SelectVictims: the
+// benchmark neither installs the CRD nor preempts. It is a benchmark
+// fixture, not shipped; TestNativeQuotaTwin checks it against the wasm
+// module.
 //
-// Its methods are safe for concurrent use, as the framework requires.
+// Its methods are safe for concurrent use, as the framework requires: the
+// quotas are read only, the usage tracker locks, and a cycle's state is
+// written by PreFilter (and by AddPod and RemovePod on clones) before the
+// Filter and Score calls that read it.
 type QuotaNative struct {
-	quotas  map[string]*tenantQuota
-	tenants []string // with a quota, sorted
-	usage   *clusterctx.Usage
+	configured map[string]*nativeQuota
+	weights    map[string]int64
+	maxWeight  int64
+	usage      *clusterctx.Usage
 }
 
 var (
 	_ fwk.PreFilterPlugin     = &QuotaNative{}
+	_ fwk.PreFilterExtensions = &QuotaNative{}
 	_ fwk.FilterPlugin        = &QuotaNative{}
 	_ fwk.ScorePlugin         = &QuotaNative{}
 	_ fwk.ReservePlugin       = &QuotaNative{}
 	_ fwk.EnqueueExtensions   = &QuotaNative{}
-	_ fwk.PreFilterExtensions = &QuotaNative{}
 )
 
-// quotaArgs are the twin's arguments: the example's settings.
+// quotaArgs are the example's settings (examples/quota/settings.go): the
+// twin takes the same JSON.
 type quotaArgs struct {
-	Quotas []struct {
-		Tenant string            `json:"tenant"`
-		Min    map[string]string `json:"min"`
-		Max    map[string]string `json:"max"`
-		Weight int64             `json:"weight"`
+	TenantLabel   string `json:"tenantLabel"`
+	ElasticQuotas *bool  `json:"elasticQuotas"`
+	Quotas        map[string]struct {
+		Min    map[string]quotaAmount `json:"min"`
+		Max    map[string]quotaAmount `json:"max"`
+		Weight int64                  `json:"weight"`
 	} `json:"quotas"`
 }
 
-// tenantQuota is one tenant's quota in canonical units (milli-CPU, bytes,
-// counts), by resource name.
-type tenantQuota struct {
+// quotaAmount is a quantity in settings: a JSON string or number.
+type quotaAmount string
+
+func (a *quotaAmount) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		s = s[1 : len(s)-1]
+	}
+	*a = quotaAmount(s)
+	return nil
+}
+
+// quotaMaxWeight is the example's MaxWeight.
+const quotaMaxWeight = 1000
+
+// quotaUnlimited is the max of a resource a quota names only in min.
+const quotaUnlimited = math.MaxInt64
+
+// quotaBound is one resource a quota governs, in canonical units
+// (milli-CPU, bytes, counts): min 0 when only max names it, max unlimited
+// when only min names it.
+type quotaBound struct {
 	name     string
-	min, max map[string]int64
-	// minNames and maxNames are the resources named, sorted: rules check
-	// them in this order, so the first reason is stable.
-	minNames, maxNames []string
-	weight             int64
+	min, max int64
+}
+
+// nativeQuota is a tenant's quota, its bounds sorted by resource name.
+type nativeQuota struct{ bounds []quotaBound }
+
+func (q *nativeQuota) index(name string) int {
+	for i := range q.bounds {
+		if q.bounds[i].name == name {
+			return i
+		}
+	}
+	return -1
 }
 
 // NewQuotaNative is the plugin factory; its arguments are the quota
-// example's settings (JSON).
+// example's settings (JSON), with elasticQuotas false and no tenantLabel.
 func NewQuotaNative(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	var raw []byte
 	switch a := obj.(type) {
@@ -86,10 +123,8 @@ func NewQuotaNative(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Pl
 	if err != nil {
 		return nil, err
 	}
-	if h != nil {
-		if _, err := h.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(pl.usage.Handler()); err != nil {
-			return nil, fmt.Errorf("%s: watch pods: %w", QuotaNativeName, err)
-		}
+	if _, err := h.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(pl.usage.Handler()); err != nil {
+		return nil, fmt.Errorf("%s: watch pods: %w", QuotaNativeName, err)
 	}
 	return pl, nil
 }
@@ -101,45 +136,65 @@ func newQuotaNative(raw []byte, usage *clusterctx.Usage) (*QuotaNative, error) {
 			return nil, fmt.Errorf("%s: settings: %w", QuotaNativeName, err)
 		}
 	}
-	pl := &QuotaNative{quotas: map[string]*tenantQuota{}, usage: usage}
-	for _, q := range args.Quotas {
-		tq := &tenantQuota{name: q.Tenant, weight: max(q.Weight, 1)}
-		var err error
-		if tq.min, tq.minNames, err = quantities(q.Min); err != nil {
-			return nil, fmt.Errorf("%s: tenant %s: min: %w", QuotaNativeName, q.Tenant, err)
-		}
-		if tq.max, tq.maxNames, err = quantities(q.Max); err != nil {
-			return nil, fmt.Errorf("%s: tenant %s: max: %w", QuotaNativeName, q.Tenant, err)
-		}
-		pl.quotas[q.Tenant] = tq
-		pl.tenants = append(pl.tenants, q.Tenant)
+	if args.ElasticQuotas == nil || *args.ElasticQuotas || args.TenantLabel != "" {
+		return nil, fmt.Errorf(`%s: only quotas in settings by namespace: set "elasticQuotas": false and no "tenantLabel"`, QuotaNativeName)
 	}
-	sort.Strings(pl.tenants)
+	pl := &QuotaNative{configured: map[string]*nativeQuota{}, weights: map[string]int64{}, maxWeight: 1, usage: usage}
+	for t, ts := range args.Quotas {
+		if t == "" || ts.Weight < 0 || ts.Weight > quotaMaxWeight {
+			return nil, fmt.Errorf("%s: tenant %q: bad name or weight %d", QuotaNativeName, t, ts.Weight)
+		}
+		if ts.Weight > 0 {
+			pl.weights[t] = ts.Weight
+			pl.maxWeight = max(pl.maxWeight, ts.Weight)
+		}
+		if len(ts.Min) == 0 && len(ts.Max) == 0 {
+			continue
+		}
+		q := &nativeQuota{}
+		for name, a := range ts.Min {
+			v, err := canonical(name, string(a))
+			if err != nil {
+				return nil, fmt.Errorf("%s: tenant %s: min: %w", QuotaNativeName, t, err)
+			}
+			q.at(name).min = v
+		}
+		for name, a := range ts.Max {
+			v, err := canonical(name, string(a))
+			if err != nil {
+				return nil, fmt.Errorf("%s: tenant %s: max: %w", QuotaNativeName, t, err)
+			}
+			q.at(name).max = v
+		}
+		pl.configured[t] = q
+	}
 	return pl, nil
 }
 
-// quantities parses a resource list into canonical units: CPU in milli-CPU
-// rounded up, everything else whole units rounded up.
-func quantities(in map[string]string) (map[string]int64, []string, error) {
-	out := map[string]int64{}
-	var names []string
-	for name, s := range in {
-		q, err := resource.ParseQuantity(s)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", name, err)
-		}
-		if name == string(v1.ResourceCPU) {
-			out[name] = q.MilliValue()
-		} else {
-			out[name] = q.Value()
-		}
-		names = append(names, name)
+// at returns the bound of resource name, adding one (min 0, unlimited).
+func (q *nativeQuota) at(name string) *quotaBound {
+	if i := q.index(name); i >= 0 {
+		return &q.bounds[i]
 	}
-	sort.Strings(names)
-	return out, names, nil
+	i, _ := slices.BinarySearchFunc(q.bounds, name, func(b quotaBound, n string) int { return strings.Compare(b.name, n) })
+	q.bounds = slices.Insert(q.bounds, i, quotaBound{name: name, max: quotaUnlimited})
+	return &q.bounds[i]
 }
 
-// amount is r's quantity of the named resource, in canonical units.
+// canonical parses a quantity as the SDK's ParseQuantity does: CPU in
+// milli-CPU rounded up, everything else whole units rounded up.
+func canonical(name, s string) (int64, error) {
+	q, err := resource.ParseQuantity(s)
+	if err != nil || q.Sign() < 0 {
+		return 0, fmt.Errorf("%s is not a non-negative quantity: %q", name, s)
+	}
+	if name == string(v1.ResourceCPU) {
+		return q.MilliValue(), nil
+	}
+	return q.Value(), nil
+}
+
+// amount is the guest SDK's Quantity: r's amount of a resource.
 func amount(r *abiv1.Resources, name string) int64 {
 	switch v1.ResourceName(name) {
 	case v1.ResourceCPU:
@@ -159,200 +214,265 @@ func amount(r *abiv1.Resources, name string) int64 {
 	return 0
 }
 
+// formatQuota is the example's formatAmount: cores or millicores for cpu, a
+// binary suffix for whole Ki..Ti of byte resources, a plain number
+// otherwise.
+func formatQuota(name string, v int64) string {
+	if v == quotaUnlimited {
+		return "unlimited"
+	}
+	switch {
+	case name == string(v1.ResourceCPU):
+		if v%1000 == 0 {
+			return strconv.FormatInt(v/1000, 10)
+		}
+		return strconv.FormatInt(v, 10) + "m"
+	case name == string(v1.ResourceMemory) || name == string(v1.ResourceEphemeralStorage) || strings.HasPrefix(name, "hugepages-"):
+		for _, u := range []struct {
+			suffix string
+			size   int64
+		}{{"Ti", 1 << 40}, {"Gi", 1 << 30}, {"Mi", 1 << 20}, {"Ki", 1 << 10}} {
+			if v != 0 && v%u.size == 0 {
+				return strconv.FormatInt(v/u.size, 10) + u.suffix
+			}
+		}
+	}
+	return strconv.FormatInt(v, 10)
+}
+
 // Name implements fwk.Plugin.
 func (*QuotaNative) Name() string { return QuotaNativeName }
 
 const quotaKey fwk.StateKey = QuotaNativeName
 
-// quotaState is one cycle's verdict on the pod's tenant: read only once
-// PreFilter wrote it, except that AddPod and RemovePod adjust a clone's
-// changes under the preemption simulation.
-type quotaState struct {
-	quota     *tenantQuota
-	requests  *abiv1.Resources
-	borrowing bool
-	// changes are the requests of the pods the simulation added (+) or
-	// removed (-), by tenant.
-	changes map[string]*abiv1.Resources
+// quotaTenant is one tenant with a quota as a cycle sees it.
+type quotaTenant struct {
+	name   string
+	quota  *nativeQuota
+	weight int64
+	// used is what the tenant's pods request, by quota.bounds position.
+	used []int64
 }
 
-// Clone implements fwk.StateData: the changes are copied, the rest shared.
+// addUsage adds (sign 1) or removes (-1) requests, never below 0.
+func (t *quotaTenant) addUsage(r *abiv1.Resources, sign int64) {
+	if r == nil {
+		return
+	}
+	for i, b := range t.quota.bounds {
+		t.used[i] = max(0, t.used[i]+sign*amount(r, b.name))
+	}
+}
+
+// quotaState is one cycle's state, as the example's cycleState: every
+// tenant's quota and use, the pod's tenant and requests, and the verdict.
+type quotaState struct {
+	own      *quotaTenant
+	tenants  map[string]*quotaTenant
+	requests *abiv1.Resources
+	verdict  *fwk.Status
+	borrowed []int
+	changed  bool
+}
+
+// Clone implements fwk.StateData: the preemption simulation changes a
+// clone's use, so the tenants are copied.
 func (s *quotaState) Clone() fwk.StateData {
 	c := *s
-	if s.changes != nil {
-		c.changes = make(map[string]*abiv1.Resources, len(s.changes))
-		for k, v := range s.changes {
-			c.changes[k] = v
+	c.tenants = make(map[string]*quotaTenant, len(s.tenants))
+	for name, t := range s.tenants {
+		ct := *t
+		ct.used = slices.Clone(t.used)
+		c.tenants[name] = &ct
+		if t == s.own {
+			c.own = &ct
 		}
 	}
 	return &c
 }
 
-func quotaStateOf(cs fwk.CycleState) *quotaState {
+func quotaStateOf(cs fwk.CycleState) (*quotaState, *fwk.Status) {
 	d, err := cs.Read(quotaKey)
 	if err != nil {
-		return nil
+		return nil, fwk.AsStatus(errors.New("quota: no cycle state: PreFilter did not run"))
 	}
-	return d.(*quotaState)
+	return d.(*quotaState), nil
 }
 
-func podRequests(pod *v1.Pod) *abiv1.Resources {
+// podQuotaRequests are the pod's requests as the guest sees them
+// (Pod.Request): the effective requests, pods not counted.
+func podQuotaRequests(pod *v1.Pod) *abiv1.Resources {
 	pi := framework.PodInfo{Pod: pod}
-	r := convert.Resources(pi.CalculateResource().Resource)
-	r.Pods = 1
-	return r
+	return convert.Resources(pi.CalculateResource().Resource)
 }
 
-// PreFilter judges the pod against its tenant's quota; a pod whose tenant
-// has none skips the plugin.
+// PreFilter computes the tenants' use and the pod's verdict, once per
+// cycle, and always leaves the state.
 func (pl *QuotaNative) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	q := pl.quotas[pod.Namespace]
-	if q == nil {
-		return nil, fwk.NewStatus(fwk.Skip)
+	st := &quotaState{tenants: make(map[string]*quotaTenant, len(pl.configured)), requests: podQuotaRequests(pod)}
+	for name, q := range pl.configured {
+		t := &quotaTenant{name: name, quota: q, weight: pl.weight(name), used: make([]int64, len(q.bounds))}
+		t.addUsage(pl.usage.Get("", name), 1)
+		st.tenants[name] = t
 	}
-	s := &quotaState{quota: q, requests: podRequests(pod)}
-	cs.Write(quotaKey, s)
-	st := pl.judge(s)
-	return nil, st
+	st.own = st.tenants[pod.Namespace]
+	st.verdict, st.borrowed = st.judge()
+	cs.Write(quotaKey, st)
+	return nil, st.verdict
 }
 
-// used is the tenant's usage as the cycle sees it: the tracker's, plus the
-// simulation's changes.
-func (pl *QuotaNative) used(s *quotaState, tenant string) *abiv1.Resources {
-	u := pl.usage.Get("", tenant)
-	if c := s.changes[tenant]; c != nil {
-		u = addResources(u, c, 1)
+func (pl *QuotaNative) weight(tenant string) int64 {
+	if w, ok := pl.weights[tenant]; ok {
+		return w
 	}
-	return u
+	return 1
 }
 
-// judge applies the rules in the example's order: max first, then
-// borrowing beyond min. It sets s.borrowing.
-func (pl *QuotaNative) judge(s *quotaState) *fwk.Status {
-	q := s.quota
-	used := pl.used(s, q.name)
-	for _, r := range q.maxNames {
-		u, req, limit := amount(used, r), amount(s.requests, r), q.max[r]
-		if u+req > limit {
-			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: tenant %s over max %s: %s used + %s requested > %s",
-				quotaPolicyName, q.name, r, format(r, u), format(r, req), format(r, limit)))
+// judge applies the rules: over max is rejected; above min is borrowing,
+// allowed while the other tenants' unused min covers all the tenant would
+// then borrow. It returns the verdict and the resources borrowed.
+func (st *quotaState) judge() (*fwk.Status, []int) {
+	t := st.own
+	if t == nil {
+		return nil, nil
+	}
+	for i, b := range t.quota.bounds {
+		need := amount(st.requests, b.name)
+		if need > 0 && b.max != quotaUnlimited && t.used[i]+need > b.max {
+			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("quota: tenant %s would exceed its max of %s: uses %s, pod requests %s, max %s",
+				t.name, b.name, formatQuota(b.name, t.used[i]), formatQuota(b.name, need), formatQuota(b.name, b.max))), nil
 		}
 	}
-	s.borrowing = false
-	for _, r := range q.minNames {
-		u, req := amount(used, r), amount(s.requests, r)
-		if u+req <= q.min[r] {
+	var borrowed []int
+	for i, b := range t.quota.bounds {
+		need := amount(st.requests, b.name)
+		after := t.used[i] + need
+		if need == 0 || after <= b.min {
 			continue
 		}
-		s.borrowing = true
-		// Borrowing: everyone's use plus the request must stay within
-		// everyone's guaranteed share.
-		var total, guaranteed int64
-		for _, t := range pl.tenants {
-			total += amount(pl.used(s, t), r)
-			guaranteed += pl.quotas[t].min[r]
-		}
-		if total+req > guaranteed {
-			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: tenant %s cannot borrow %s: %s used by all tenants + %s requested > %s guaranteed",
-				quotaPolicyName, q.name, r, format(r, total), format(r, req), format(r, guaranteed)))
+		borrowed = append(borrowed, i)
+		if lend := st.lendable(b.name, t); after-b.min > lend {
+			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("quota: tenant %s cannot borrow %s: uses %s, pod requests %s, min %s, other tenants' unused min %s",
+				t.name, b.name, formatQuota(b.name, t.used[i]), formatQuota(b.name, need), formatQuota(b.name, b.min),
+				formatQuota(b.name, max(0, lend)))), borrowed
 		}
 	}
-	return nil
+	return nil, borrowed
 }
 
-// format writes a canonical amount as a Kubernetes quantity.
-func format(name string, v int64) string {
-	if name == string(v1.ResourceCPU) {
-		return resource.NewMilliQuantity(v, resource.DecimalSI).String()
+// lendable is what the tenants other than t may lend of resource name: the
+// sum over those governing it of min - used.
+func (st *quotaState) lendable(name string, t *quotaTenant) int64 {
+	var l int64
+	for _, u := range st.tenants {
+		if u == t {
+			continue
+		}
+		if i := u.quota.index(name); i >= 0 {
+			l += u.quota.bounds[i].min - u.used[i]
+		}
 	}
-	return resource.NewQuantity(v, resource.BinarySI).String()
-}
-
-func addResources(a, b *abiv1.Resources, sign int64) *abiv1.Resources {
-	out := &abiv1.Resources{
-		MilliCpu:         a.GetMilliCpu() + sign*b.GetMilliCpu(),
-		Memory:           a.GetMemory() + sign*b.GetMemory(),
-		EphemeralStorage: a.GetEphemeralStorage() + sign*b.GetEphemeralStorage(),
-		Pods:             a.GetPods() + sign*b.GetPods(),
-	}
-	names := map[string]int64{}
-	for _, s := range a.GetScalars() {
-		names[s.Name] += s.Value
-	}
-	for _, s := range b.GetScalars() {
-		names[s.Name] += sign * s.Value
-	}
-	for n, v := range names {
-		out.Scalars = append(out.Scalars, &abiv1.Scalar{Name: n, Value: v})
-	}
-	slices.SortFunc(out.Scalars, func(x, y *abiv1.Scalar) int { return strings.Compare(x.Name, y.Name) })
-	return out
+	return l
 }
 
 // PreFilterExtensions follows the preemption simulation.
 func (pl *QuotaNative) PreFilterExtensions() fwk.PreFilterExtensions { return pl }
 
-// AddPod counts a pod the simulation adds to its tenant.
+// AddPod counts a pod the simulation adds in its tenant's use.
 func (pl *QuotaNative) AddPod(_ context.Context, cs fwk.CycleState, _ *v1.Pod, add fwk.PodInfo, _ fwk.NodeInfo) *fwk.Status {
 	return pl.change(cs, add.GetPod(), 1)
 }
 
-// RemovePod uncounts a pod the simulation removes (a victim).
+// RemovePod takes a pod the simulation removes out of its tenant's use.
 func (pl *QuotaNative) RemovePod(_ context.Context, cs fwk.CycleState, _ *v1.Pod, remove fwk.PodInfo, _ fwk.NodeInfo) *fwk.Status {
 	return pl.change(cs, remove.GetPod(), -1)
 }
 
 func (pl *QuotaNative) change(cs fwk.CycleState, pod *v1.Pod, sign int64) *fwk.Status {
-	s := quotaStateOf(cs)
-	if s == nil || pl.quotas[pod.Namespace] == nil {
-		return nil
+	st, s := quotaStateOf(cs)
+	if s != nil {
+		return s
 	}
-	if s.changes == nil {
-		s.changes = map[string]*abiv1.Resources{}
+	st.changed = true
+	if t := st.tenants[pod.Namespace]; t != nil {
+		t.addUsage(podQuotaRequests(pod), sign)
 	}
-	s.changes[pod.Namespace] = addResources(s.changes[pod.Namespace], podRequests(pod), sign)
 	return nil
 }
 
-// Filter re-judges the pod when the preemption simulation changed usage;
-// otherwise PreFilter's verdict stands.
+// Filter returns PreFilter's verdict on every node (quota does not depend
+// on the node), and judges again when the simulation changed the use.
 func (pl *QuotaNative) Filter(_ context.Context, cs fwk.CycleState, _ *v1.Pod, _ fwk.NodeInfo) *fwk.Status {
-	s := quotaStateOf(cs)
-	if s == nil || len(s.changes) == 0 {
-		return nil
+	st, s := quotaStateOf(cs)
+	if s != nil {
+		return s
 	}
-	return pl.judge(s)
+	if !st.changed {
+		return st.verdict
+	}
+	v, _ := st.judge()
+	return v
 }
 
-// Score ranks a pod within its tenant's guaranteed share above a borrowing
-// one, by the tenant's weight.
+// The example's scores: every node Guaranteed for a pod that borrows
+// nothing, at most BorrowingMax for a borrowing one.
+const (
+	quotaGuaranteed   = 100
+	quotaBorrowingMax = 50
+)
+
+// Score is the example's: a borrowing pod scores more on fuller nodes (the
+// share of each borrowed resource requested there with the pod, averaged),
+// scaled by the tenant's weight over the largest weight.
 func (pl *QuotaNative) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
-	s := quotaStateOf(cs)
-	if s == nil {
-		return 0, nil
+	st, s := quotaStateOf(cs)
+	if s != nil {
+		return 0, s
 	}
-	return quotaScore(s.quota, s.borrowing, ni), nil
+	if st.own == nil || len(st.borrowed) == 0 {
+		return quotaGuaranteed, nil
+	}
+	var fill, counted int64
+	for _, i := range st.borrowed {
+		name := st.own.quota.bounds[i].name
+		alloc, requested := nodeAmounts(ni, name)
+		if alloc <= 0 {
+			continue
+		}
+		used := requested + amount(st.requests, name)
+		fill += min(100, used*100/alloc)
+		counted++
+	}
+	if counted > 0 {
+		fill /= counted
+	}
+	return fill * quotaBorrowingMax * st.own.weight / (100 * pl.maxWeight), nil
 }
 
-// quotaScore is the example's Score: a guaranteed pod scores 100; a
-// borrowing pod packs (the node's share of CPU requested, 0 to 50) and is
-// never above 50, scaled down for lighter tenants by weight (out of 4).
-func quotaScore(q *tenantQuota, borrowing bool, ni fwk.NodeInfo) int64 {
-	if !borrowing {
-		return fwk.MaxNodeScore
+// nodeAmounts returns a node's allocatable and requested amounts of a
+// resource, as the guest's NodeInfo.Allocatable and Requested.
+func nodeAmounts(ni fwk.NodeInfo, name string) (alloc, requested int64) {
+	a, r := ni.GetAllocatable(), ni.GetRequested()
+	switch v1.ResourceName(name) {
+	case v1.ResourceCPU:
+		return a.GetMilliCPU(), r.GetMilliCPU()
+	case v1.ResourceMemory:
+		return a.GetMemory(), r.GetMemory()
+	case v1.ResourceEphemeralStorage:
+		return a.GetEphemeralStorage(), r.GetEphemeralStorage()
+	case v1.ResourcePods:
+		return int64(a.GetAllowedPodNumber()), int64(len(ni.GetPods()))
 	}
-	alloc := ni.GetAllocatable().GetMilliCPU()
-	if alloc <= 0 {
-		return 0
-	}
-	packed := min(ni.GetRequested().GetMilliCPU()*50/alloc, 50)
-	return packed * min(q.weight, 4) / 4
+	rn := v1.ResourceName(name)
+	return a.GetScalarResources()[rn], r.GetScalarResources()[rn]
 }
 
-// ScoreExtensions implements fwk.ScorePlugin.
+// ScoreExtensions implements fwk.ScorePlugin: the example's scores are not
+// normalised.
 func (*QuotaNative) ScoreExtensions() fwk.ScoreExtensions { return nil }
 
-// Reserve counts the pod as its tenant's before the binding is seen.
+// Reserve counts the pod in its tenant's use before the binding is seen,
+// as WasmPolicy does for every pod of its profile.
 func (pl *QuotaNative) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
 	pl.usage.Assume(pod)
 	return nil

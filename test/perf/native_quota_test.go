@@ -76,7 +76,7 @@ func TestNativeQuotaTwin(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := nativeQuota(t, pl, tc.pod, infos)
+			got := runQuotaNative(t, pl, tc.pod, infos)
 			if len(rep.Nodes) != len(got) {
 				t.Fatalf("wasm judged %d nodes, native %d", len(rep.Nodes), len(got))
 			}
@@ -123,9 +123,9 @@ func twinPod(tenant, name, cpu, node string) *v1.Pod {
 	}
 }
 
-// nativeQuota runs QuotaNative as the framework would, and shapes its
+// runQuotaNative runs QuotaNative as the framework would, and shapes its
 // verdicts like host/eval's report.
-func nativeQuota(t *testing.T, pl *QuotaNative, pod *v1.Pod, infos []fwk.NodeInfo) []eval.NodeResult {
+func runQuotaNative(t *testing.T, pl *QuotaNative, pod *v1.Pod, infos []fwk.NodeInfo) []eval.NodeResult {
 	t.Helper()
 	ctx := context.Background()
 	cs := framework.NewCycleState()

@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
 	"sigs.k8s.io/yaml"
 
 	"github.com/wasmsched/wasmsched/host/eval"
@@ -253,5 +254,31 @@ func checkSchedulerConfig(t *testing.T, name, path string) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("%s: quota settings %v, want %v", name, got, want)
+	}
+}
+
+// TestSelected checks which profiles and families a label filter selects,
+// so that a run builds only the modules it needs.
+func TestSelected(t *testing.T) {
+	old := perf.PerfSchedulingLabelFilter
+	defer func() { perf.PerfSchedulingLabelFilter = old }()
+	for filter, want := range map[string][]string{
+		"quick,quota,native":  {"native", familyQuota},
+		"quick,gpu,wasm-go":   {"wasm-go", familyGPU},
+		"full,basic,wasm-go":  {"wasm-go", familyGPU},
+		"full,-slow":          {"default", "native", "wasm-go", "wasm-tinygo", familyGPU, familyQuota},
+		"full,-wasm-tinygo":   {"default", "native", "wasm-go", familyGPU, familyQuota},
+		"quick,+quota,-basic": {"default", "native", "wasm-go", "wasm-tinygo", familyQuota},
+	} {
+		perf.PerfSchedulingLabelFilter = filter
+		var got []string
+		for _, name := range []string{"default", "native", "wasm-go", "wasm-tinygo", familyGPU, familyQuota} {
+			if selected(name) {
+				got = append(got, name)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: selected %v, want %v", filter, got, want)
+		}
 	}
 }

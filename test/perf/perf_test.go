@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,38 +71,61 @@ const (
 )
 
 // profiles returns the profiles to run; wasm-tinygo only when TinyGo can
-// build the guest, the quota family only when examples/quota exists.
+// build the guest, the WASM profiles of the Quota workload only when
+// examples/quota exists. Modules are built only for the profiles and
+// families the label filter can select.
 func profiles(b *testing.B) []profile {
-	quota := quotaAvailable(b)
+	gpu, quota := selected(familyGPU), selected(familyQuota) && quotaAvailable(b)
 	ps := []profile{
-		{Name: "default", Families: map[string]schedulerSetup{familyGPU: {}}},
-		{Name: "native", Families: map[string]schedulerSetup{familyGPU: {Plugin: NativeName}}},
-		{Name: "wasm-go", Families: map[string]schedulerSetup{familyGPU: {Plugin: plugin.Name, Policy: "gpu", Wasm: testwasm.Path(b, "examples/gpu")}}},
+		{Name: "default", Families: map[string]schedulerSetup{familyGPU: {}, familyQuota: {}}},
+		{Name: "native", Families: map[string]schedulerSetup{familyGPU: {Plugin: NativeName}, familyQuota: {Plugin: QuotaNativeName, Args: quotaSettings}}},
 	}
-	if quota {
-		ps[0].Families[familyQuota] = schedulerSetup{}
-		ps[1].Families[familyQuota] = schedulerSetup{Plugin: QuotaNativeName, Args: quotaSettings}
-		ps[2].Families[familyQuota] = schedulerSetup{Plugin: plugin.Name, Policy: "quota", Wasm: testwasm.Path(b, "examples/quota"), Settings: quotaSettings}
-	}
-	if tinygoInstalled(b) {
-		p := profile{Name: "wasm-tinygo", Families: map[string]schedulerSetup{
-			familyGPU: {Plugin: plugin.Name, Policy: "gpu", Wasm: testwasm.TinyGoPath(b, "examples/gpu")},
-		}}
+	wasm := func(name string, path func(testing.TB, string) string) {
+		if !selected(name) {
+			return
+		}
+		p := profile{Name: name, Families: map[string]schedulerSetup{}}
+		if gpu {
+			p.Families[familyGPU] = schedulerSetup{Plugin: plugin.Name, Policy: "gpu", Wasm: path(b, "examples/gpu")}
+		}
 		if quota {
-			p.Families[familyQuota] = schedulerSetup{Plugin: plugin.Name, Policy: "quota", Wasm: testwasm.TinyGoPath(b, "examples/quota"), Settings: quotaSettings}
+			p.Families[familyQuota] = schedulerSetup{Plugin: plugin.Name, Policy: "quota", Wasm: path(b, "examples/quota"), Settings: quotaSettings}
 		}
 		ps = append(ps, p)
+	}
+	wasm("wasm-go", testwasm.Path)
+	if tinygoInstalled(b) {
+		wasm("wasm-tinygo", testwasm.TinyGoPath)
 	} else {
 		b.Logf("no TinyGo toolchain (make tinygo): profile wasm-tinygo left out")
 	}
 	return ps
 }
 
-// quotaAvailable reports whether the quota example exists in this tree;
-// without it the Quota workload is left out.
+// selected reports whether the label filter (-perf-scheduling-label-filter)
+// can select test cases labelled name, a profile or a family: not when it
+// excludes the label, nor when it requires another label of the same kind
+// (gpu and basic are both the gpu family).
+func selected(name string) bool {
+	kinds := [][]string{{"default", "native", "wasm-go", "wasm-tinygo"}, {familyGPU, "basic", familyQuota}}
+	for _, l := range strings.Split(perf.PerfSchedulingLabelFilter, ",") {
+		if l == "-"+name {
+			return false
+		}
+		l = strings.TrimPrefix(l, "+")
+		for _, k := range kinds {
+			if slices.Contains(k, name) && slices.Contains(k, l) && l != name && !(name == familyGPU && l == "basic") {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// quotaAvailable reports whether the quota example exists in this tree.
 func quotaAvailable(b *testing.B) bool {
 	if _, err := os.Stat(filepath.Join(testwasm.Root(b), "examples", "quota", "main.go")); err != nil {
-		b.Logf("no examples/quota: workload Quota left out")
+		b.Logf("no examples/quota: workload Quota runs without its WASM profiles")
 		return false
 	}
 	return true
