@@ -1,8 +1,6 @@
 package main
 
 import (
-	"slices"
-
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 	"github.com/wasmsched/wasmsched/guest"
 )
@@ -294,14 +292,4 @@ func (p *Policy) Score(c *guest.Cycle, n *guest.NodeInfo) (int64, guest.Status) 
 		fill /= counted
 	}
 	return fill * BorrowingMax * st.own.weight / (100 * p.maxWeight), guest.OK()
-}
-
-// sortedTenants returns the names of the tenants, sorted, for messages.
-func sortedTenants(m map[string]*tenant) []string {
-	out := make([]string, 0, len(m))
-	for name := range m {
-		out = append(out, name)
-	}
-	slices.Sort(out)
-	return out
 }
