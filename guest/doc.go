@@ -24,7 +24,13 @@
 // with TinyGo.
 //
 // The views (Pod, NodeInfo, WaitingPod) are read through methods; each has
-// one accessor, Message, for the wire message underneath. Load builds a
+// one accessor, Message, for the wire message underneath. Cluster objects a
+// policy declares in Policy.Context are resident too: Cycle.Objects and
+// Cycle.Object return them, Object.Get reads their JSON as Values (with
+// Quantity and Resources for Kubernetes quantities), and typed views
+// (Namespace, PriorityClass, ResourceSlice, ResourceClaim, DeviceClass)
+// read the built-in kinds; Cycle.TenantUsage gives the resources requested
+// per namespace or per pod label value. Load builds a
 // policy from its settings in one call. Package guesttest gives native tests
 // the pods, nodes and cycles the host would send.
 //

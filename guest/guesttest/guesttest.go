@@ -20,6 +20,13 @@
 //	c := guesttest.NewCycle(guesttest.ReadPod(t, "testdata/pod.yaml"), nodes...)
 //	guesttest.CheckStatus(t, p.PreFilter(c), guest.OK())
 //
+// MakeCluster describes the cluster objects and tenant usage a policy that
+// declares them reads (the YAML `wasmsched eval` reads with --objects), and
+// makes a cycle that reads them:
+//
+//	c := guesttest.MakeCluster().Objects(t, "testdata/quotas.yaml").
+//		Usage("", "ml", map[string]string{"cpu": "6"}, 3).Cycle(pod, policy.Context, nodes...)
+//
 // It is part of the SDK's module and imports abi/v1, guest and a YAML
 // decoder only: never host code or Kubernetes. It is meant for tests; a
 // policy's WebAssembly build never links it.
