@@ -168,3 +168,42 @@ func TestContextBatches(t *testing.T) {
 		t.Fatalf("%d objects sent, stats %d", total, p.Stats().ObjectsSent)
 	}
 }
+
+// The guest (the SDK) holds what was sent: objects and usage as the host's
+// stores have them, after changes and removals.
+func TestContextResident(t *testing.T) {
+	p := load(t, `{"context": ["v1/namespaces", "scheduling.x-k8s.io/v1alpha1/elasticquotas"], "namespaceUsage": true, "usageLabelKeys": ["team"], "showContext": true}`)
+	f := bindContext(t, p)
+	seen := func() string {
+		t.Helper()
+		n := mkNode("n1", nil)
+		c := NewCycle(mkPod("p"), []fwk.NodeInfo{n})
+		st, err := p.PreFilter(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(st.Status.Reasons, ";")
+	}
+	for _, ns := range []string{"b", "a"} {
+		if err := f.ns.Set(&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, ResourceVersion: "1"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.eq.Set(elasticQuota("a", "q", "1", 0)); err != nil {
+		t.Fatal(err)
+	}
+	running := mkPod("running")
+	running.Namespace, running.Labels, running.Spec.NodeName = "a", map[string]string{"team": "x"}, "n1"
+	f.usage.Set(running)
+	if got := seen(); got != "context: 0:/a 0:/b 1:a/q =a:100/1 team=x:100/1" {
+		t.Fatalf("first: %q", got)
+	}
+	f.ns.Delete("", "b")
+	f.usage.Delete(running)
+	if err := f.eq.Set(elasticQuota("a", "q2", "1", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if got := seen(); got != "context: 0:/a 1:a/q 1:a/q2" {
+		t.Fatalf("after changes: %q", got)
+	}
+}

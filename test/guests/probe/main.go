@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 	"github.com/wasmsched/wasmsched/guest"
 )
 
@@ -83,6 +84,10 @@ type settings struct {
 	Context        []string `json:"context"`
 	NamespaceUsage bool     `json:"namespaceUsage"`
 	UsageLabelKeys []string `json:"usageLabelKeys"`
+	// ShowContext: PreFilter rejects the pod with one reason listing the
+	// resident objects (kind index:namespace/name) and tenant usage
+	// (key=tenant:milliCPU/pods) it sees.
+	ShowContext bool `json:"showContext"`
 
 	WantsPods     bool `json:"wantsPods"`
 	WantsAllNodes bool `json:"wantsAllNodes"`
@@ -208,6 +213,27 @@ func tryWASI() []string {
 	return out
 }
 
+// showContext lists what the cycle sees of the cluster context.
+func showContext(c *guest.Cycle, p *guest.Policy) string {
+	var parts []string
+	for i, k := range p.Context {
+		for _, o := range c.Objects(k) {
+			parts = append(parts, strconv.Itoa(i)+":"+o.Namespace()+"/"+o.Name())
+		}
+	}
+	keys := p.UsageLabelKeys
+	if p.NamespaceUsage {
+		keys = append([]string{""}, keys...)
+	}
+	for _, key := range keys {
+		c.EachTenant(key, func(tenant string, used *abiv1.Resources) bool {
+			parts = append(parts, key+"="+tenant+":"+strconv.FormatInt(used.MilliCpu, 10)+"/"+strconv.FormatInt(used.Pods, 10))
+			return true
+		})
+	}
+	return "context: " + strings.Join(parts, " ")
+}
+
 func policy() *guest.Policy {
 	p := &guest.Policy{Name: "probe"}
 	p.Settings = func(raw []byte) error {
@@ -275,6 +301,9 @@ func policy() *guest.Policy {
 		}
 		if s.PreFilterReject != "" {
 			return guest.Reject("%s", s.PreFilterReject)
+		}
+		if s.ShowContext {
+			return guest.Reject("%s", showContext(c, p))
 		}
 		if len(s.RestrictTo) > 0 {
 			c.RestrictNodes(s.RestrictTo...)
