@@ -77,6 +77,13 @@ type settings struct {
 	// "key=value" (empty: always).
 	When string `json:"when"`
 
+	// Context declares the kinds of cluster object the probe reads
+	// ("v1/namespaces", "group/version/resource"), NamespaceUsage and
+	// UsageLabelKeys the tenant usage: the host then syncs them.
+	Context        []string `json:"context"`
+	NamespaceUsage bool     `json:"namespaceUsage"`
+	UsageLabelKeys []string `json:"usageLabelKeys"`
+
 	WantsPods     bool `json:"wantsPods"`
 	WantsAllNodes bool `json:"wantsAllNodes"`
 	Reject        bool `json:"rejectSettings"`
@@ -215,6 +222,17 @@ func policy() *guest.Policy {
 		}
 		p.WantsPods = s.WantsPods || s.ScorePods
 		p.WantsAllNodes = s.WantsAllNodes || s.CountNodes
+		for _, k := range s.Context {
+			parts := strings.Split(k, "/")
+			if len(parts) == 2 {
+				parts = append([]string{""}, parts...)
+			}
+			if len(parts) != 3 {
+				return errorString("probe: context kind " + k + ": want group/version/resource")
+			}
+			p.Context = append(p.Context, guest.Kind{Group: parts[0], Version: parts[1], Resource: parts[2]})
+		}
+		p.NamespaceUsage, p.UsageLabelKeys = s.NamespaceUsage, s.UsageLabelKeys
 		if s.Normalize || s.At == "normalize" {
 			p.NormalizeScore = func(c *guest.Cycle, scores []guest.NodeScore) guest.Status {
 				if st, ok := misbehave("normalize", c); ok {
