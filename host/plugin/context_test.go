@@ -1,0 +1,174 @@
+package plugin
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/klog/v2"
+
+	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
+	"github.com/wasmsched/wasmsched/host/clusterctx"
+	"github.com/wasmsched/wasmsched/host/source"
+	"github.com/wasmsched/wasmsched/internal/controlplane"
+	"github.com/wasmsched/wasmsched/internal/testwasm"
+)
+
+// elasticQuotas is scheduler-plugins' ElasticQuota, a CRD the test's API
+// server does not have.
+const elasticQuotas = "scheduling.x-k8s.io/v1alpha1/elasticquotas"
+
+// probeArgs are the arguments of a probe policy declaring it reads kinds
+// (and namespace usage when usage is set), with allow as its allow-list.
+func probeArgs(t *testing.T, name string, kinds []string, usage bool, allow ...string) PolicyArgs {
+	t.Helper()
+	settings := `{"context": [` + quoteAll(kinds) + `], "namespaceUsage": ` + map[bool]string{true: "true", false: "false"}[usage] + `}`
+	s := newTestSlot(t, name, settings, "")
+	s.Args.Context = allow
+	return s.Args
+}
+
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = `"` + s + `"`
+	}
+	return strings.Join(q, ", ")
+}
+
+// testContext is a scheduler's cluster context on cp: its typed informer
+// factory and a dynamic client for custom resources.
+func testContext(t *testing.T, cp *controlplane.ControlPlane) *clusterContext {
+	t.Helper()
+	f := informers.NewSharedInformerFactory(cp.Client(), 0)
+	cc := &clusterContext{reg: clusterctx.NewRegistry(f, dynamic.NewForConfigOrDie(cp.RestConfig())), refs: 1}
+	t.Cleanup(cc.release)
+	return cc
+}
+
+// A version is checked against its policy's allow-list when it loads: a
+// kind it reads and the configuration does not allow refuses it, naming
+// the policy, the kind and the remedy; Secrets are refused even when
+// listed; an allowed kind the API server does not serve (CRD not
+// installed) refuses it naming the kind and the cause; allowed kinds that
+// sync load, bound to their stores, and usage starts being counted.
+func TestContextAllowList(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	controlplane.QuietLogs()
+	ctx := context.Background()
+	cp, err := controlplane.Start(ctx, controlplane.Options{TB: t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Install(ctx, dynamic.NewForConfigOrDie(cp.RestConfig())); err != nil {
+		t.Fatal(err)
+	}
+	probe := testwasm.Bytes(t, "test/guests/probe")
+	load := func(cc *clusterContext, pa PolicyArgs) error {
+		t.Helper()
+		p, err := loadVersion(ctx, klog.Background(), pa, probe, nil, cc)
+		if p != nil {
+			_ = p.Close(ctx)
+		}
+		return err
+	}
+
+	t.Run("not allowed", func(t *testing.T) {
+		cc := testContext(t, cp)
+		err := load(cc, probeArgs(t, "quota", []string{"v1/namespaces", elasticQuotas}, false, "v1/namespaces"))
+		want := "policy quota reads " + elasticQuotas + ", which its configuration does not allow (add it to context)"
+		if err == nil || err.Error() != want {
+			t.Fatalf("load: %v, want %q", err, want)
+		}
+		// Nothing was started for a refused version.
+		if cc.usage.Load() != nil {
+			t.Error("usage counted for a refused version")
+		}
+	})
+	t.Run("nothing allowed", func(t *testing.T) {
+		err := load(nil, probeArgs(t, "reader", []string{"v1/namespaces"}, false))
+		if err == nil || !strings.Contains(err.Error(), "policy reader reads v1/namespaces, which its configuration does not allow (add it to context)") {
+			t.Fatalf("load: %v", err)
+		}
+	})
+	t.Run("secrets", func(t *testing.T) {
+		// Listed by an operator (arguments made without validation, as an
+		// older CRD without the rule would let through): still refused.
+		err := load(testContext(t, cp), probeArgs(t, "thief", []string{"v1/secrets"}, false, "v1/secrets"))
+		if err == nil || !strings.Contains(err.Error(), "policy thief reads v1/secrets: secrets are never readable by policies") {
+			t.Fatalf("load: %v", err)
+		}
+	})
+	t.Run("CRD not installed", func(t *testing.T) {
+		start := time.Now()
+		err := load(testContext(t, cp), probeArgs(t, "quota", []string{elasticQuotas}, false, elasticQuotas))
+		if err == nil || !strings.Contains(err.Error(), "policy quota cannot read "+elasticQuotas) || !strings.Contains(err.Error(), "CustomResourceDefinition") {
+			t.Fatalf("load: %v, want the kind and its missing CRD named", err)
+		}
+		if d := time.Since(start); d > contextSyncTimeout/2 {
+			t.Errorf("refused after %v: the missing CRD should be seen at the first list, not at the sync deadline", d)
+		}
+		t.Logf("refused in %v: %v", time.Since(start).Round(time.Millisecond), err)
+	})
+	t.Run("allowed", func(t *testing.T) {
+		cc := testContext(t, cp)
+		kinds := []string{"v1/namespaces", "wasmsched.io/v1alpha1/schedulingpolicies"}
+		pa := probeArgs(t, "reader", kinds, true, "scheduling.k8s.io/v1/priorityclasses", kinds[1], kinds[0])
+		p, err := loadVersion(ctx, klog.Background(), pa, probe, nil, cc)
+		if err != nil {
+			t.Fatalf("load: %v", err)
+		}
+		defer p.Close(ctx)
+		if got := p.ContextKinds(); len(got) != 2 || got[0].String() != kinds[0] || got[1].String() != kinds[1] {
+			t.Errorf("context kinds %v, want %v", got, kinds)
+		}
+		if cc.usage.Load() == nil {
+			t.Error("a version reading namespace usage loaded, and usage is not counted")
+		}
+	})
+}
+
+// A version refused for what it reads is refused like any other: the
+// version serving keeps serving, and the status says why.
+func TestContextRefusalKeepsServing(t *testing.T) {
+	a, probe := testwasm.Bytes(t, "test/guests/versions/a"), testwasm.Bytes(t, "test/guests/probe")
+	s := newTestSlot(t, "quota", `{"context": ["`+elasticQuotas+`"]}`, `, "context": ["v1/namespaces"]`)
+	src := newFakeSource()
+	if _, err := run(t, s, src, func() { src.version(a, "test a") }); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	src.version(probe, "test probe")
+	waitFor(t, "the probe refused", 30*time.Second, func() bool { return s.Status().LastRejected != nil })
+	if digestOf(s) != source.Digest(a) {
+		t.Fatalf("serving %s, want a", short(digestOf(s)))
+	}
+	want := "policy quota reads " + elasticQuotas + ", which its configuration does not allow (add it to context)"
+	if r := s.Status().LastRejected; r.Digest != source.Digest(probe) || r.Error != want {
+		t.Fatalf("lastRejected %+v, want the probe refused with %q", *r, want)
+	}
+}
+
+// A SchedulingPolicy's spec.context is its slot's allow-list, and a
+// revision loads with the allow-list it was recorded with (a fallback to
+// the last good revision is checked against what that revision allowed).
+func TestSchedulingPolicyContext(t *testing.T) {
+	sp := &api.SchedulingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "quota"},
+		Spec: api.SchedulingPolicySpec{Module: api.Module{SHA256: strings.Repeat("a", 64)}, Context: []string{"v1/namespaces", elasticQuotas}}}
+	if got := argsOf(sp).Context; len(got) != 2 || got[1] != elasticQuotas {
+		t.Fatalf("argsOf: context %q", got)
+	}
+	old := api.RevisionOf(&api.SchedulingPolicySpec{Module: sp.Spec.Module, Context: []string{"v1/namespaces"}})
+	e := &entry{sp: sp}
+	if got := e.revisionArgs(old).Context; len(got) != 1 || got[0] != "v1/namespaces" {
+		t.Fatalf("revisionArgs: context %q, want the revision's", got)
+	}
+	if old.Key == api.RevisionOf(&sp.Spec).Key {
+		t.Fatal("a change of context is not a new revision")
+	}
+}
