@@ -6,10 +6,13 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
 	"github.com/wasmsched/wasmsched/host/clusterctx"
@@ -151,6 +154,31 @@ func TestContextRefusalKeepsServing(t *testing.T) {
 	want := "policy quota reads " + elasticQuotas + ", which its configuration does not allow (add it to context)"
 	if r := s.Status().LastRejected; r.Digest != source.Digest(probe) || r.Error != want {
 		t.Fatalf("lastRejected %+v, want the probe refused with %q", *r, want)
+	}
+}
+
+// Reserve counts the pod in the tenant usage as if bound, Unreserve takes
+// it out again, for every pod of the profile whatever its policies export
+// (here none: the cycle state is empty); before any policy reads usage,
+// nothing is counted.
+func TestReserveCountsUsage(t *testing.T) {
+	ctx := context.Background()
+	pl := &Plugin{cluster: &clusterContext{}}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "team-a", UID: "uid-p"},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{
+			Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1500m")}}}}}}
+	pl.Reserve(ctx, framework.NewCycleState(), pod, "n1")
+	pl.Unreserve(ctx, framework.NewCycleState(), pod, "n1")
+
+	u := clusterctx.NewUsage()
+	pl.cluster.usage.Store(u)
+	pl.Reserve(ctx, framework.NewCycleState(), pod, "n1")
+	if got := u.Get("", "team-a"); got.GetMilliCpu() != 1500 || got.GetPods() != 1 {
+		t.Fatalf("after Reserve, team-a uses %v, want 1500m cpu in 1 pod", got)
+	}
+	pl.Unreserve(ctx, framework.NewCycleState(), pod, "n1")
+	if got := u.Get("", "team-a"); got != nil {
+		t.Fatalf("after Unreserve, team-a uses %v, want nothing", got)
 	}
 }
 
