@@ -2,6 +2,9 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
@@ -198,5 +202,93 @@ func TestSchedulingPolicyContext(t *testing.T) {
 	}
 	if old.Key == api.RevisionOf(&sp.Spec).Key {
 		t.Fatal("a change of context is not a new revision")
+	}
+}
+
+// In a real scheduler (the framework's handle, its informer factory before
+// the scheduler starts it): a static policy reading a kind it is not
+// allowed stops start-up with the refusal; allowed, it loads from the
+// scheduler's informers, pods bind, and the tenant usage counts them.
+func TestContextInScheduler(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane and a scheduler")
+	}
+	controlplane.QuietLogs()
+	ctx := context.Background()
+	cp, err := controlplane.Start(ctx, controlplane.Options{TB: t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	probe := testwasm.Path(t, "test/guests/probe")
+	start := func(allow ...string) (*controlplane.Scheduler, error) {
+		t.Helper()
+		cfg := map[string]any{
+			"apiVersion":       "kubescheduler.config.k8s.io/v1",
+			"kind":             "KubeSchedulerConfiguration",
+			"clientConnection": map[string]any{"kubeconfig": kubeconfig},
+			"leaderElection":   map[string]any{"leaderElect": false},
+			"profiles": []any{map[string]any{
+				"schedulerName": "default-scheduler",
+				"plugins":       map[string]any{"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": Name}}}},
+				"pluginConfig": []any{map[string]any{"name": Name, "args": map[string]any{"namespace": "default", "policies": []any{map[string]any{
+					"name": "reader", "source": map[string]any{"file": probe}, "context": allow,
+					"settings": map[string]any{"context": []string{"v1/namespaces"}, "namespaceUsage": true},
+				}}}}},
+			}},
+		}
+		b, err := json.Marshal(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "scheduler.json")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return controlplane.StartScheduler(ctx, controlplane.SchedulerOptions{Kubeconfig: kubeconfig, ConfigFile: path,
+			RegistryOptions: []app.Option{app.WithPlugin(Name, New)}})
+	}
+
+	if s, err := start("scheduling.k8s.io/v1/priorityclasses"); err == nil {
+		s.Stop()
+		t.Fatal("the scheduler started with a policy reading a kind it is not allowed")
+	} else if !strings.Contains(err.Error(), "policy reader reads v1/namespaces, which its configuration does not allow (add it to context)") {
+		t.Fatalf("start-up: %v, want the refusal", err)
+	}
+
+	s, err := start("v1/namespaces")
+	if err != nil {
+		t.Fatalf("start-up: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	c := cp.Client()
+	alloc := v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourcePods: resource.MustParse("110")}
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: v1.NodeStatus{Allocatable: alloc, Capacity: alloc}}
+	if _, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}, Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "pause",
+		Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m")}}}}}}
+	if _, err := c.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	usage := func() *clusterctx.Usage {
+		contexts.Lock()
+		defer contexts.Unlock()
+		for _, cc := range contexts.m {
+			return cc.usage.Load()
+		}
+		return nil
+	}
+	waitFor(t, "the pod bound and counted in namespace default's usage", 30*time.Second, func() bool {
+		u := usage()
+		return u != nil && u.Get("", "default").GetMilliCpu() == 250 && u.Get("", "default").GetPods() == 1
+	})
+	if p, err := c.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{}); err != nil || p.Spec.NodeName != "n1" {
+		t.Fatalf("pod: %v, node %q", err, p.Spec.NodeName)
 	}
 }
