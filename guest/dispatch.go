@@ -29,7 +29,9 @@ type instance struct {
 	// interned holds label keys and resource names shared by the nodes'
 	// indexes (see nodeIndex).
 	interned map[string]string
-	cycle    *Cycle
+	// cluster holds the cluster objects and tenant usage the host syncs.
+	cluster clusterState
+	cycle   *Cycle
 
 	in  []byte // the host writes requests here (see buffer)
 	out []byte // the marshalled result of the last call
@@ -155,6 +157,7 @@ func (in *instance) init(n uint32) uint32 {
 	}
 	info.WantsNamespaceUsage = in.policy.NamespaceUsage
 	info.UsageLabelKeys = in.policy.UsageLabelKeys
+	in.cluster = clusterState{kinds: append([]Kind{}, in.policy.Context...)}
 	in.ready = true
 	return uint32(Success)
 }
@@ -164,6 +167,10 @@ func (in *instance) sync(n uint32) uint32 {
 	var req abiv1.NodeSync
 	if err := in.decode(n, &req); err != nil {
 		return in.fail(Error, "decode NodeSync: "+err.Error())
+	}
+	// Checked first, so that a refused sync changes nothing of the objects.
+	if err := in.cluster.checkKinds(&req); err != nil {
+		return in.fail(Error, err.Error())
 	}
 	for _, h := range req.Removed {
 		if h >= 0 && int(h) < len(in.nodes) {
@@ -189,6 +196,7 @@ func (in *instance) sync(n uint32) uint32 {
 		}
 		in.nodes[h] = in.withUsage(in.nodes[h], u)
 	}
+	in.cluster.apply(&req)
 	in.pending = nil
 	return uint32(Success)
 }

@@ -21,9 +21,12 @@ func fuzzPolicy() *Policy {
 			}
 			return ParseSettings(raw, &s)
 		},
+		Context:        []Kind{KindNamespace, KindResourceSlice},
+		NamespaceUsage: true,
 		PreFilter: func(c *Cycle) Status {
 			n := 0
 			c.EachNode(func(*NodeInfo) bool { n++; return true })
+			readContext(c)
 			c.State = n
 			if v, ok := c.Pod.Label("restrict"); ok {
 				c.RestrictNodes(v)
@@ -91,6 +94,26 @@ func fuzzPolicy() *Policy {
 	}
 }
 
+// readContext reads the cluster objects and tenant usage through every
+// view.
+func readContext(c *Cycle) {
+	for _, s := range c.ResourceSlices() {
+		_, _, _ = s.Driver(), s.Pool(), s.AllNodes()
+		for _, d := range s.Devices() {
+			_, _ = d.Attribute("model").String()
+			_, _ = d.Capacity("memory", ResourceMemory)
+		}
+	}
+	if ns := c.Namespace(c.Pod.Namespace()); ns != nil {
+		_, _ = ns.Label("tenant")
+		_ = ns.Object().Get("spec", "hard").Resources()
+	}
+	c.EachTenant("", func(_ string, used *abiv1.Resources) bool {
+		_ = Quantity(used, ResourceCPU)
+		return true
+	})
+}
+
 func marshal(t testing.TB, m marshaler) []byte {
 	b := make([]byte, m.SizeVT())
 	if _, err := m.MarshalToSizedBufferVT(b); err != nil {
@@ -149,6 +172,13 @@ func FuzzDispatch(f *testing.F) {
 	f.Add(initReq, usageReq, cycleReq, scores, uint32(abiv1.Point_POINT_NORMALIZE_SCORE), uint32(0))
 	usageUnknown := marshal(f, &abiv1.NodeSync{Usage: []*abiv1.NodeUsage{{Handle: 9, Generation: 2}}})
 	f.Add(initReq, usageUnknown, cycleReq, scores, uint32(abiv1.Point_POINT_NORMALIZE_SCORE), uint32(9))
+	objects := marshal(f, &abiv1.NodeSync{Upserts: []*abiv1.NodeInfo{node(0, "a")},
+		ObjectsReset: []int32{1},
+		Objects: []*abiv1.ContextObject{{Kind: 0, Name: "d", Labels: []*abiv1.KeyValue{kv("tenant", "t")}, Json: []byte(`{"spec":{"hard":{"cpu":"2","x":"1Ki"}}}`)},
+			{Kind: 1, Name: "s", Json: []byte(`{"spec":{"driver":"g","devices":[{"name":"0","attributes":{"model":{"string":"a\u0030"}},"capacity":{"g/memory":{"value":"1Gi"}}}]}}`)}},
+		ObjectsRemoved: []*abiv1.ObjectRef{{Kind: 0, Name: "x"}},
+		TenantUsage:    []*abiv1.TenantUsage{{Tenant: "d", Requested: &abiv1.Resources{MilliCpu: 5, Pods: 1}}, {Tenant: "e"}}})
+	f.Add(initReq, objects, cycleReq, scores, uint32(abiv1.Point_POINT_NORMALIZE_SCORE), uint32(0))
 	f.Add([]byte{0x0a, 0xff}, []byte{0x0a, 0x80, 0x80, 0x80, 0x80, 0x10}, []byte{0x12, 0x00}, []byte{0xff}, uint32(6), uint32(1<<31))
 
 	f.Fuzz(func(t *testing.T, initB, syncB, cycleB, callB []byte, point, handle uint32) {
