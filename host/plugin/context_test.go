@@ -208,7 +208,9 @@ func TestSchedulingPolicyContext(t *testing.T) {
 // In a real scheduler (the framework's handle, its informer factory before
 // the scheduler starts it): a static policy reading a kind it is not
 // allowed stops start-up with the refusal; allowed, it loads from the
-// scheduler's informers, pods bind, and the tenant usage counts them.
+// scheduler's informers, pods bind, the tenant usage counts them, and the
+// policy reads Namespaces: a pod in a namespace with a label it refuses is
+// refused with its reason.
 func TestContextInScheduler(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane and a scheduler")
@@ -237,7 +239,7 @@ func TestContextInScheduler(t *testing.T) {
 				"plugins":       map[string]any{"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": Name}}}},
 				"pluginConfig": []any{map[string]any{"name": Name, "args": map[string]any{"namespace": "default", "policies": []any{map[string]any{
 					"name": "reader", "source": map[string]any{"file": probe}, "context": allow,
-					"settings": map[string]any{"context": []string{"v1/namespaces"}, "namespaceUsage": true},
+					"settings": map[string]any{"context": []string{"v1/namespaces"}, "namespaceUsage": true, "rejectNamespaceLabel": "wasmsched-test/closed"},
 				}}}}},
 			}},
 		}
@@ -290,5 +292,28 @@ func TestContextInScheduler(t *testing.T) {
 	})
 	if p, err := c.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{}); err != nil || p.Spec.NodeName != "n1" {
 		t.Fatalf("pod: %v, node %q", err, p.Spec.NodeName)
+	}
+
+	// The policy reads Namespaces: a pod in a namespace labelled closed is
+	// refused with the policy's reason, naming the label it read.
+	closed := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "closed", Labels: map[string]string{"wasmsched-test/closed": "yes"}}}
+	if _, err := c.CoreV1().Namespaces().Create(ctx, closed, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod = pod.DeepCopy()
+	pod.Namespace = "closed"
+	if _, err := c.CoreV1().Pods("closed").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var msg string
+	waitFor(t, "the pod in closed refused", 30*time.Second, func() bool {
+		evs, err := c.CoreV1().Events("closed").List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedScheduling"})
+		if err == nil && len(evs.Items) > 0 {
+			msg = evs.Items[0].Message
+		}
+		return msg != ""
+	})
+	if !strings.Contains(msg, "probe: namespace closed has label wasmsched-test/closed=yes") {
+		t.Fatalf("FailedScheduling: %q, want the policy's reason naming the namespace's label", msg)
 	}
 }
