@@ -41,16 +41,20 @@ func TestNativeQuotaTwin(t *testing.T) {
 		settings string
 		placed   []*v1.Pod
 		pod      *v1.Pod
+		// code is the verdict expected on every node; borrows, whether
+		// the pod scores as a borrower (below 100).
+		code    string
+		borrows bool
 	}{
-		{"guaranteed", quotaSettings, benchPlaced(), twinPod("tenant-00", "p", "100m", "")},
-		{"borrowing", quotaSettings, benchPlaced(), twinPod("tenant-12", "p", "100m", "")},
-		{"over max", quotaSettings, benchPlaced(), twinPod(quotaOverTenant, "p", "100m", "")},
-		{"no quota", quotaSettings, benchPlaced(), twinPod("elsewhere", "p", "100m", "")},
-		{"borrow allowed", small, []*v1.Pod{twinPod("a", "x", "1500m", "n0")}, twinPod("a", "p", "500m", "")},
-		{"borrow refused", small, []*v1.Pod{twinPod("a", "x", "2", "n0")}, twinPod("a", "p", "500m", "")},
-		{"within min beside a borrower", small, []*v1.Pod{twinPod("a", "x", "1500m", "n0")}, twinPod("b", "p", "500m", "")},
-		{"max in memory untouched", small, nil, twinPod("b", "p", "4", "")},
-		{"over max by one", small, nil, twinPod("b", "p", "4001m", "")},
+		{"guaranteed", quotaSettings, benchPlaced(), twinPod("tenant-00", "p", "100m", ""), "Success", false},
+		{"borrowing", quotaSettings, benchPlaced(), twinPod("tenant-12", "p", "100m", ""), "Success", true},
+		{"over max", quotaSettings, benchPlaced(), twinPod(quotaOverTenant, "p", "100m", ""), "Unschedulable", false},
+		{"no quota", quotaSettings, benchPlaced(), twinPod("elsewhere", "p", "100m", ""), "Success", false},
+		{"borrow allowed", small, []*v1.Pod{twinPod("a", "x", "1500m", "n0")}, twinPod("a", "p", "500m", ""), "Success", true},
+		{"borrow refused", small, []*v1.Pod{twinPod("a", "x", "2", "n0")}, twinPod("a", "p", "500m", ""), "Unschedulable", false},
+		{"within min beside a borrower", small, []*v1.Pod{twinPod("a", "x", "1500m", "n0")}, twinPod("b", "p", "500m", ""), "Success", false},
+		{"borrow all the others leave", small, nil, twinPod("b", "p", "2", ""), "Success", true},
+		{"over max by one", small, nil, twinPod("b", "p", "4001m", ""), "Unschedulable", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -87,6 +91,9 @@ func TestNativeQuotaTwin(t *testing.T) {
 				}
 				if deref(g.Score) != deref(w.Score) {
 					t.Errorf("node %s: native score %v, wasm %v", w.Name, deref(g.Score), deref(w.Score))
+				}
+				if w.Code != tc.code || w.Code == "Success" && (w.Score == nil || (*w.Score < 100) != tc.borrows) {
+					t.Errorf("node %s: wasm %s, score %v; the case expects %s, borrowing %v", w.Name, w.Code, deref(w.Score), tc.code, tc.borrows)
 				}
 			}
 		})
