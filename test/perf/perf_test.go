@@ -247,8 +247,10 @@ profiles:
 //     measured pods arrive across the tenants in ten rounds, half of the
 //     tenants borrowing beyond their guaranteed share; the tenant
 //     OverTenant starts at its max, so its measured pods exceed it and stay
-//     pending under the quota profiles. The barrier and the throughput
-//     leave that tenant out.
+//     pending under the quota profiles. They do not preempt
+//     (preemptionPolicy Never): the workload measures placing pods under
+//     quota, not preemption. The barrier and the throughput leave that
+//     tenant out.
 var workloads = template.Must(template.New("workloads").Parse(`
 {{- $td := .Testdata}}
 {{- range .Cases}}
@@ -348,6 +350,7 @@ var workloads = template.Must(template.New("workloads").Parse(`
   - opcode: createPods
     countParam: $over
     namespace: {{$.OverTenant}}
+    podTemplatePath: {{$td}}/pod-over.yaml
     skipWaitToCompletion: true
 {{- end}}
   - opcode: barrier
