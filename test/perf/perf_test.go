@@ -380,6 +380,10 @@ type extra struct {
 	NodesSent int64 `json:"nodesSent,omitempty"`
 	UsageSent int64 `json:"usageSent,omitempty"`
 	PodsSent  int64 `json:"podsSent,omitempty"`
+	// TenantUsageSent and ObjectsSent count the tenant usage entries and
+	// cluster objects synced to the instances.
+	TenantUsageSent int64 `json:"tenantUsageSent,omitempty"`
+	ObjectsSent     int64 `json:"objectsSent,omitempty"`
 	// Guest is the time spent in each export of the module, summed over
 	// policies: calls and milliseconds.
 	Guest map[string]exportTime `json:"guest,omitempty"`
@@ -445,6 +449,8 @@ func BenchmarkPerfScheduling(b *testing.B) {
 					x.NodesSent += st.NodesSent
 					x.UsageSent += st.UsageSent
 					x.PodsSent += st.PodsSent
+					x.TenantUsageSent += st.TenantUsageSent
+					x.ObjectsSent += st.ObjectsSent
 					for _, g := range st.Guest {
 						if x.Guest == nil {
 							x.Guest = map[string]exportTime{}

@@ -37,7 +37,10 @@ type extra struct {
 	NodesSent   int64 `json:"nodesSent"`
 	UsageSent   int64 `json:"usageSent"`
 	PodsSent    int64 `json:"podsSent"`
-	Guest       map[string]struct {
+	// TenantUsageSent and ObjectsSent are context synced (issue 22).
+	TenantUsageSent int64 `json:"tenantUsageSent"`
+	ObjectsSent     int64 `json:"objectsSent"`
+	Guest           map[string]struct {
 		Calls int64   `json:"calls"`
 		Ms    float64 `json:"ms"`
 	} `json:"guest"`
@@ -316,6 +319,9 @@ func printMarkdown(w io.Writer, rows []*row) {
 			if r := by[name][p]; r != nil && r.extra.Instances > 0 {
 				fmt.Fprintf(w, "\n%s: %d instances at the end, %.0f MiB of guest linear memory in all; %d nodes sent whole, %d usage updates, %d pods sent.\n",
 					p, r.extra.Instances, mib(r.extra.GuestMemory), r.extra.NodesSent, r.extra.UsageSent, r.extra.PodsSent)
+				if r.extra.TenantUsageSent > 0 || r.extra.ObjectsSent > 0 {
+					fmt.Fprintf(w, "Context synced: %d tenant usage entries, %d cluster objects.\n", r.extra.TenantUsageSent, r.extra.ObjectsSent)
+				}
 				if len(r.extra.Guest) > 0 {
 					fmt.Fprintf(w, "Time in the guest's exports (last run): %s.\n", r.extra.guestTime())
 				}
