@@ -106,7 +106,8 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	fs.Var(funcFlag{pf.failurePolicy, &pf.err}, "failure-policy", "Fail or Ignore: what a failure of the preceding --policy does, as the plugin's failurePolicy (default Fail)")
 	podPath := fs.String("pod", "", "the pod to schedule (YAML or JSON)")
 	nodesPath := fs.String("nodes", "", "the nodes (multi-document YAML or a List)")
-	podsPath := fs.String("pods", "", "pods already placed (spec.nodeName set), counted toward their nodes")
+	podsPath := fs.String("pods", "", "pods already placed (spec.nodeName set), counted toward their nodes and their tenants' usage")
+	objectsPath := fs.String("objects", "", "cluster objects of any kinds (multi-document YAML) for policies that read context; the resource is the lower-case plural of the kind unless annotated "+eval.ResourceAnnotation)
 	output := fs.String("o", "table", "output format: table or json")
 	timeout := fs.Duration("timeout", engine.DefaultCallTimeout, "deadline of each call into a policy, as the plugin's timeout argument")
 	initTimeout := fs.Duration("init-timeout", engine.DefaultInitTimeout, "deadline of a policy's start-up (_initialize and its settings)")
@@ -151,6 +152,11 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	}
 	if *podsPath != "" {
 		if in.Pods, err = eval.ReadPods(*podsPath); err != nil {
+			return err
+		}
+	}
+	if *objectsPath != "" {
+		if in.Objects, err = eval.ReadObjects(*objectsPath); err != nil {
 			return err
 		}
 	}

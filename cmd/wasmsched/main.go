@@ -22,7 +22,7 @@ const usage = `wasmsched: run and manage WebAssembly scheduling policies
 Usage:
   Writing and checking a policy:
     wasmsched new NAME [--module PATH] [--dir DIR] [--sdk CHECKOUT]
-    wasmsched eval --policy P.wasm [--config settings.json] [--weight N] ... --pod pod.yaml --nodes nodes.yaml [--pods pods.yaml]
+    wasmsched eval --policy P.wasm [--config settings.json] [--weight N] ... --pod pod.yaml --nodes nodes.yaml [--pods pods.yaml] [--objects objects.yaml]
                    [--timeout 200ms] [--init-timeout 10s] [--memory-limit 256Mi] [-o table|json]
     wasmsched test [-run REGEXP] [-v] [--policy NAME=P.wasm]... [DIR|FILE.yaml]...
 

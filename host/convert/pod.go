@@ -259,3 +259,19 @@ func preferredTerms(in []v1.PreferredSchedulingTerm) []*abiv1.PreferredSchedulin
 	}
 	return out
 }
+
+// PodRequests returns a pod's effective requests as Pod computes them (the
+// scheduler's PodInfo.CalculateResource), with Pods set to 1: what one pod
+// charges to a node, or to its tenant. It returns nil for a nil pod.
+func PodRequests(pod *v1.Pod) *abiv1.Resources {
+	if pod == nil {
+		return nil
+	}
+	pi := framework.PodInfo{Pod: pod}
+	r := Resources(pi.CalculateResource().Resource)
+	if r == nil {
+		r = &abiv1.Resources{}
+	}
+	r.Pods = 1
+	return r
+}

@@ -180,3 +180,8 @@ func keyValues(m map[string]string) []*abiv1.KeyValue {
 	sort.Slice(out, func(a, b int) bool { return out[a].Key < out[b].Key })
 	return out
 }
+
+// KeyValues turns a map (labels, annotations) into a KeyValue list sorted by
+// key, as every message built here carries them. A nil or empty map gives
+// nil.
+func KeyValues(m map[string]string) []*abiv1.KeyValue { return keyValues(m) }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
@@ -52,8 +53,13 @@ const (
 type Input struct {
 	Pod   *v1.Pod
 	Nodes []*v1.Node
-	// Pods already placed: each counts toward the node in spec.nodeName.
+	// Pods already placed: each counts toward the node in spec.nodeName,
+	// and toward its tenants' usage for policies that read it.
 	Pods []*v1.Pod
+	// Objects are the cluster objects policies that declared context
+	// read (ReadObjects): each policy sees those of the kinds it declared,
+	// as the scheduler's informers would give them.
+	Objects []*unstructured.Unstructured
 }
 
 // Report is the outcome, shaped for `wasmsched eval -o json`.
@@ -120,6 +126,7 @@ type Verdict struct {
 type Evaluator struct {
 	specs    []PolicySpec
 	policies []*policy.Policy
+	ctx      *evalContext // nil when no policy reads context
 }
 
 // Load compiles and initialises every policy, in order.
@@ -135,6 +142,10 @@ func Load(ctx context.Context, specs []PolicySpec) (*Evaluator, error) {
 			return nil, err
 		}
 		e.policies = append(e.policies, p)
+	}
+	if err := e.bindContext(); err != nil {
+		e.Close(ctx)
+		return nil, err
 	}
 	return e, nil
 }
@@ -198,6 +209,9 @@ func (e *Evaluator) Evaluate(ctx context.Context, in Input) (*Report, error) {
 	}
 	nodes, err := NodeInfos(in)
 	if err != nil {
+		return nil, err
+	}
+	if err := e.setContext(in); err != nil {
 		return nil, err
 	}
 	rep := &Report{Pod: in.Pod.Namespace + "/" + in.Pod.Name, Nodes: make([]NodeResult, len(nodes))}

@@ -105,7 +105,7 @@ type object struct {
 }
 
 // parseObjects splits YAML or JSON documents into JSON objects of the
-// wanted kind, unpacking List documents.
+// wanted kind (any kind when kind is ""), unpacking List documents.
 func parseObjects(path string, data []byte, kind string) ([]object, error) {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var out []object
@@ -149,6 +149,9 @@ func parseObjects(path string, data []byte, kind string) ([]object, error) {
 		out = append(out, o)
 	}
 	if len(out) == 0 {
+		if kind == "" {
+			kind = "object"
+		}
 		return nil, fmt.Errorf("%s: no %s found", path, kind)
 	}
 	return out, nil
@@ -161,10 +164,13 @@ func checkKind(path, where string, raw []byte, kind string) (object, error) {
 	if err := json.Unmarshal(raw, &head); err != nil {
 		return object{}, fmt.Errorf("%s: %s: not a Kubernetes object: %v", path, where, err)
 	}
-	if head.Kind != kind {
+	if head.Kind == "" || kind != "" && head.Kind != kind {
 		got := head.Kind
 		if got == "" {
 			got = "an object without kind"
+		}
+		if kind == "" {
+			kind = "an object with apiVersion and kind"
 		}
 		return object{}, fmt.Errorf("%s: %s is %s, want %s", path, where, got, kind)
 	}

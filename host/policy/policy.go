@@ -21,6 +21,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+	"github.com/wasmsched/wasmsched/host/clusterctx"
 	"github.com/wasmsched/wasmsched/host/engine"
 	"github.com/wasmsched/wasmsched/host/pool"
 )
@@ -76,10 +77,18 @@ type Policy struct {
 	scoresNodes bool
 	// usage: a node whose object did not change is sent as a NodeUsage.
 	usage bool
+
+	// context: the guest reads cluster objects or tenant usage, from
+	// binding (see Bind).
+	context bool
+	binding atomic.Pointer[clusterctx.Binding]
+	// onContextSync, when set (tests), sees each context request sent.
+	onContextSync func(req []byte)
 }
 
 type counters struct {
 	nodesSent, usageSent, podsSent atomic.Int64
+	objectsSent, tenantUsageSent   atomic.Int64
 }
 
 // Stats counts the data sent to instances and the time spent in them since
@@ -89,6 +98,10 @@ type Stats struct {
 	// that needed it), UsageSent the usage updates sent instead, PodsSent
 	// cycle starts (pod installs).
 	NodesSent, UsageSent, PodsSent int64
+	// ObjectsSent counts cluster objects and their removals sent (one per
+	// object per instance that needed it, however often the object
+	// changed in between), TenantUsageSent tenant usage entries.
+	ObjectsSent, TenantUsageSent int64
 	// Guest is the time spent in each of the module's exports, over all
 	// instances.
 	Guest []engine.ExportTime
@@ -96,7 +109,8 @@ type Stats struct {
 
 // Stats returns the counters.
 func (p *Policy) Stats() Stats {
-	return Stats{NodesSent: p.stats.nodesSent.Load(), UsageSent: p.stats.usageSent.Load(), PodsSent: p.stats.podsSent.Load(), Guest: p.module.GuestTime()}
+	return Stats{NodesSent: p.stats.nodesSent.Load(), UsageSent: p.stats.usageSent.Load(), PodsSent: p.stats.podsSent.Load(),
+		ObjectsSent: p.stats.objectsSent.Load(), TenantUsageSent: p.stats.tenantUsageSent.Load(), Guest: p.module.GuestTime()}
 }
 
 // member is a pool member: an instance and what the host knows it holds.
@@ -114,6 +128,8 @@ type member struct {
 	rejectSeq uint32
 	rejected  Status
 	handles   handleCache
+	// ctx is what the instance holds of the policy's cluster context.
+	ctx contextPosition
 }
 
 // Load compiles and validates a policy version and starts its first
@@ -176,6 +192,7 @@ func Load(ctx context.Context, opts Options) (*Policy, error) {
 	p.scoresNodes = first.in.ScoresNodes()
 	// With wants_pods the pod list changes with the usage: send it whole.
 	p.usage = info.GetAcceptsUsage() && !info.GetWantsPods()
+	p.context = readsContext(info)
 	limit := opts.MaxInstances
 	if limit <= 0 {
 		limit = DefaultMaxInstances()

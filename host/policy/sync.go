@@ -271,13 +271,20 @@ func (p *Policy) syncAll(m *member, nodes []fwk.NodeInfo) error {
 }
 
 // prepare installs the cycle on m: the full snapshot first when the policy
-// wants all nodes, then the pod (which runs the guest's PreFilter).
+// wants all nodes, what changed in the cluster objects and tenant usage it
+// reads, then the pod (which runs the guest's PreFilter). Every cycle thus
+// sees context current as of its start.
 func (p *Policy) prepare(m *member, c *Cycle) error {
 	if m.cycle == c.ID {
 		return nil
 	}
 	if p.info.WantsAllNodes && !c.released.Load() {
 		if err := p.syncAll(m, c.Nodes); err != nil {
+			return err
+		}
+	}
+	if p.context {
+		if err := p.syncContext(m); err != nil {
 			return err
 		}
 	}

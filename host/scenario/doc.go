@@ -1,6 +1,8 @@
 // Package scenario reads scenario files and runs them: YAML files that give
 // policies (built modules, their settings, weights and failure policies), a
-// pod, nodes, pods already placed, and the outcome expected (each node's
+// pod, nodes, pods already placed, cluster objects for policies that read
+// them (objects: files or inline objects of any kinds), and the outcome
+// expected (each node's
 // verdict and score, the ranking, the selected node, Permit's answer, a
 // policy failure, a failed cycle). Each scenario runs through host/eval,
 // which composes the policies with host/compose as the scheduler's

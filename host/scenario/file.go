@@ -94,6 +94,7 @@ type rawScenario struct {
 	Pod      json.RawMessage `json:"pod"`
 	Nodes    json.RawMessage `json:"nodes"`
 	Pods     json.RawMessage `json:"pods"`
+	Objects  json.RawMessage `json:"objects"`
 	Expect   json.RawMessage `json:"expect"`
 }
 
@@ -249,6 +250,13 @@ func (p *parser) scenario(raw json.RawMessage, defaults []Policy, haveDefaults b
 	if !isNull(rs.Pods) {
 		s.Input.Pods = p.pods("pods", rs.Pods, false)
 	}
+	if !isNull(rs.Objects) {
+		p.objects("objects", rs.Objects, "", true, func(path string, data []byte) error {
+			objs, err := eval.ParseObjects(path, data)
+			s.Input.Objects = append(s.Input.Objects, objs...)
+			return err
+		})
+	}
 	inputOK := len(p.errs) == before
 	if inputOK {
 		if _, err := eval.NodeInfos(s.Input); err != nil {
@@ -361,7 +369,8 @@ func (p *parser) path(rel string) string {
 
 // objects reads a field that holds a file name, an inline object, or a list
 // of either (list says whether a list is allowed), as YAML documents of
-// kind, calling parse (eval.ParsePods or eval.ParseNodes) on each file or
+// kind (any kind, each naming its own, when kind is ""), calling parse
+// (eval.ParsePods, eval.ParseNodes or eval.ParseObjects) on each file or
 // object.
 func (p *parser) objects(field string, raw json.RawMessage, kind string, list bool, parse func(path string, data []byte) error) {
 	raw = bytes.TrimSpace(raw)
@@ -397,7 +406,7 @@ func (p *parser) objects(field string, raw json.RawMessage, kind string, list bo
 		case len(item) > 0 && item[0] == '{':
 			var obj map[string]any
 			_ = json.Unmarshal(item, &obj)
-			if _, ok := obj["kind"]; !ok {
+			if _, ok := obj["kind"]; !ok && kind != "" {
 				obj["kind"] = kind
 			}
 			data, _ := json.Marshal(obj)
@@ -407,6 +416,9 @@ func (p *parser) objects(field string, raw json.RawMessage, kind string, list bo
 			}
 		default:
 			what := "a file name or an inline " + kind
+			if kind == "" {
+				what += "object"
+			}
 			if list && !isList {
 				what += ", or a list of them"
 			}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 	"github.com/wasmsched/wasmsched/guest"
 )
 
@@ -76,6 +77,17 @@ type settings struct {
 	// When: misbehave only in cycles whose pod has this label,
 	// "key=value" (empty: always).
 	When string `json:"when"`
+
+	// Context declares the kinds of cluster object the probe reads
+	// ("v1/namespaces", "group/version/resource"), NamespaceUsage and
+	// UsageLabelKeys the tenant usage: the host then syncs them.
+	Context        []string `json:"context"`
+	NamespaceUsage bool     `json:"namespaceUsage"`
+	UsageLabelKeys []string `json:"usageLabelKeys"`
+	// ShowContext: PreFilter rejects the pod with one reason listing the
+	// resident objects (kind index:namespace/name) and tenant usage
+	// (key=tenant:milliCPU/pods) it sees.
+	ShowContext bool `json:"showContext"`
 
 	WantsPods     bool `json:"wantsPods"`
 	WantsAllNodes bool `json:"wantsAllNodes"`
@@ -201,6 +213,27 @@ func tryWASI() []string {
 	return out
 }
 
+// showContext lists what the cycle sees of the cluster context.
+func showContext(c *guest.Cycle, p *guest.Policy) string {
+	var parts []string
+	for i, k := range p.Context {
+		for _, o := range c.Objects(k) {
+			parts = append(parts, strconv.Itoa(i)+":"+o.Namespace()+"/"+o.Name())
+		}
+	}
+	keys := p.UsageLabelKeys
+	if p.NamespaceUsage {
+		keys = append([]string{""}, keys...)
+	}
+	for _, key := range keys {
+		c.EachTenant(key, func(tenant string, used *abiv1.Resources) bool {
+			parts = append(parts, key+"="+tenant+":"+strconv.FormatInt(used.MilliCpu, 10)+"/"+strconv.FormatInt(used.Pods, 10))
+			return true
+		})
+	}
+	return "context: " + strings.Join(parts, " ")
+}
+
 func policy() *guest.Policy {
 	p := &guest.Policy{Name: "probe"}
 	p.Settings = func(raw []byte) error {
@@ -215,6 +248,17 @@ func policy() *guest.Policy {
 		}
 		p.WantsPods = s.WantsPods || s.ScorePods
 		p.WantsAllNodes = s.WantsAllNodes || s.CountNodes
+		for _, k := range s.Context {
+			parts := strings.Split(k, "/")
+			if len(parts) == 2 {
+				parts = append([]string{""}, parts...)
+			}
+			if len(parts) != 3 {
+				return errorString("probe: context kind " + k + ": want group/version/resource")
+			}
+			p.Context = append(p.Context, guest.Kind{Group: parts[0], Version: parts[1], Resource: parts[2]})
+		}
+		p.NamespaceUsage, p.UsageLabelKeys = s.NamespaceUsage, s.UsageLabelKeys
 		if s.Normalize || s.At == "normalize" {
 			p.NormalizeScore = func(c *guest.Cycle, scores []guest.NodeScore) guest.Status {
 				if st, ok := misbehave("normalize", c); ok {
@@ -257,6 +301,9 @@ func policy() *guest.Policy {
 		}
 		if s.PreFilterReject != "" {
 			return guest.Reject("%s", s.PreFilterReject)
+		}
+		if s.ShowContext {
+			return guest.Reject("%s", showContext(c, p))
 		}
 		if len(s.RestrictTo) > 0 {
 			c.RestrictNodes(s.RestrictTo...)
