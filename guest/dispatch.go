@@ -387,6 +387,12 @@ func (in *instance) call(point, n uint32) uint32 {
 	}
 	p := in.policy
 	switch abiv1.Point(point) {
+	case abiv1.Point_POINT_FILTER:
+		return in.filterChanged(n)
+
+	case abiv1.Point_POINT_SELECT_VICTIMS:
+		return in.selectVictims(n)
+
 	case abiv1.Point_POINT_NORMALIZE_SCORE:
 		var m abiv1.ScoreList
 		if err := in.decode(n, &m); err != nil {

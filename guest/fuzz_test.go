@@ -91,6 +91,25 @@ func fuzzPolicy() *Policy {
 		},
 		PreBind:  func(c *Cycle, n *NodeInfo) Status { return OK() },
 		PostBind: func(c *Cycle, n *NodeInfo) {},
+		AddPod: func(c *Cycle, pod *abiv1.PodSummary, n *NodeInfo) Status {
+			c.State = pod.GetName()
+			return OK()
+		},
+		RemovePod: func(c *Cycle, pod *abiv1.PodSummary, n *NodeInfo) Status {
+			if pod.GetRequests().GetMilliCpu() > n.Free("cpu") {
+				return Reject("fuzz: %s", pod.GetUid())
+			}
+			return OK()
+		},
+		SelectVictims: func(c *Cycle, n *NodeInfo, pods []*abiv1.PodSummary) ([]string, Status) {
+			var out []string
+			for _, p := range pods {
+				if p.GetPriority() < c.Pod.Priority() {
+					out = append(out, p.GetUid())
+				}
+			}
+			return out, OK()
+		},
 	}
 }
 
@@ -150,6 +169,9 @@ func FuzzDispatch(f *testing.F) {
 	scores := marshal(f, &abiv1.ScoreList{Scores: []*abiv1.NodeScore{{NodeHandle: 0, Score: -5}, {NodeHandle: 3, Score: 1 << 62}}})
 	permit := marshal(f, &abiv1.PermitRequest{NodeHandle: 3, Waiting: []*abiv1.WaitingPod{{Uid: "w", Labels: []*abiv1.KeyValue{kv("gang", "b")}}}})
 	post := marshal(f, &abiv1.PostFilterRequest{Statuses: []*abiv1.NodeStatus{{NodeHandle: 0, Code: 4}, {NodeHandle: 3, Code: 3, Reasons: []string{"r"}}}})
+	changed := marshal(f, &abiv1.FilterRequest{NodeHandle: 3, Changes: []*abiv1.PodChange{
+		{Removed: true, Pod: &abiv1.PodSummary{Name: "v", Uid: "uv", Requests: &abiv1.Resources{MilliCpu: 100}}}, {Pod: &abiv1.PodSummary{Name: "n"}}}})
+	victims := marshal(f, &abiv1.VictimsRequest{NodeHandle: 0, Pods: []*abiv1.PodSummary{{Name: "v", Uid: "uv", Priority: -1}, {Name: "w", Uid: "uw", Priority: 5}}})
 	nodeReq := marshal(f, &abiv1.NodeHandleRequest{NodeHandle: 0, Waiting: []*abiv1.WaitingPod{{Uid: "w"}}})
 	for _, tc := range []struct {
 		point uint32
@@ -162,6 +184,8 @@ func FuzzDispatch(f *testing.F) {
 		{uint32(abiv1.Point_POINT_UNRESERVE), nodeReq},
 		{uint32(abiv1.Point_POINT_PRE_BIND), nodeReq},
 		{uint32(abiv1.Point_POINT_POST_BIND), nodeReq},
+		{uint32(abiv1.Point_POINT_FILTER), changed},
+		{uint32(abiv1.Point_POINT_SELECT_VICTIMS), victims},
 		{99, nil},
 	} {
 		f.Add(initReq, syncReq, cycleReq, tc.req, tc.point, uint32(3))

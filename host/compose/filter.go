@@ -76,14 +76,40 @@ func (c *Cycle) PreFilter(ctx context.Context) PreFilterResult {
 // the verdict and, for a rejection or failure, the member that gave it.
 // Safe for concurrent use.
 func (c *Cycle) Filter(ctx context.Context, ni fwk.NodeInfo) (*Status, *Entry) {
+	return c.filter(ctx, ni, nil)
+}
+
+// FilterChanged is Filter on a node the scheduler modified for a simulation
+// (preemption, nominated pods) by changes, in order: members that follow
+// pod changes (POINT_POD_CHANGES) replay them on a fresh PreFilter state,
+// the others filter the node as it is. No batch verdict applies, and shadow
+// policies are not compared on simulations. With no changes it is Filter.
+func (c *Cycle) FilterChanged(ctx context.Context, ni fwk.NodeInfo, changes []policy.PodChange) (*Status, *Entry) {
+	if len(changes) == 0 {
+		return c.Filter(ctx, ni)
+	}
+	return c.filter(ctx, ni, changes)
+}
+
+func (c *Cycle) filter(ctx context.Context, ni fwk.NodeInfo, changes []policy.PodChange) (*Status, *Entry) {
 	for _, e := range c.Entries {
 		if e.skipFilter || !e.implements(abiv1.Point_POINT_FILTER) {
 			continue
 		}
 		e.asked.Add(1)
 		start := time.Now()
-		s, ok := c.batchFilter(ctx, e).Lookup(ni)
-		var err error
+		var (
+			s   policy.Status
+			ok  bool
+			err error
+		)
+		switch {
+		case changes == nil:
+			s, ok = c.batchFilter(ctx, e).Lookup(ni)
+		case e.Version.Implements(abiv1.Point_POINT_POD_CHANGES):
+			s, err = e.Version.FilterChanged(ctx, c.Policy, ni, changes)
+			ok = true
+		}
 		if !ok {
 			s, err = e.Version.Filter(ctx, c.Policy, ni)
 		}
@@ -91,7 +117,7 @@ func (c *Cycle) Filter(ctx context.Context, ni fwk.NodeInfo) (*Status, *Entry) {
 		if err == nil {
 			err = guestError(e, abiv1.Point_POINT_FILTER, s)
 		}
-		if e.AfterFilter != nil {
+		if e.AfterFilter != nil && changes == nil {
 			e.AfterFilter(ctx, c, ni, s, err)
 		}
 		if err != nil {

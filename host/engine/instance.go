@@ -489,6 +489,8 @@ var pointNames = map[abiv1.Point]string{
 	abiv1.Point_POINT_PERMIT:          "permit",
 	abiv1.Point_POINT_PRE_BIND:        "pre_bind",
 	abiv1.Point_POINT_POST_BIND:       "post_bind",
+	abiv1.Point_POINT_POD_CHANGES:     "pod_changes",
+	abiv1.Point_POINT_SELECT_VICTIMS:  "select_victims",
 }
 
 // PointName returns the snake_case name of an extension point.

@@ -2,11 +2,13 @@ package plugin
 
 import (
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/host/compose"
+	"github.com/wasmsched/wasmsched/host/policy"
 )
 
 // stateKey is where a cycle's state lives in CycleState.
@@ -22,16 +24,35 @@ type cycleState struct {
 	// the binding phase, which must not read the scheduler's snapshot (the
 	// next cycle rewrites it in place).
 	reserved fwk.NodeInfo
-	// reasons bounds the Filter reasons of the cycle (see MaxPodReasons).
-	reasons reasonBudget
+	// reasons bounds the Filter reasons of the cycle (see MaxPodReasons),
+	// shared by clones on purpose.
+	reasons *reasonBudget
 	// blocked: required policies that cannot serve (roster.blocked).
 	blocked []blocker
+	// changes are the pods AddPod and RemovePod (PreFilterExtensions) added
+	// to and removed from the node of a simulation, in order: a Filter with
+	// changes is a Filter under changes (compose.FilterChanged). Only the
+	// clones of the cycle's state the framework takes for simulations
+	// have any.
+	changes []policy.PodChange
 }
 
-// Clone implements fwk.StateData. The state is shared by clones: the
-// composition is safe for the concurrent Filter calls preemption's clones
-// make, and the reason budget is shared on purpose.
-func (s *cycleState) Clone() fwk.StateData { return s }
+// Clone implements fwk.StateData. The composition is shared by clones (it
+// is safe for the concurrent Filter calls preemption's clones make), as is
+// the reason budget; the change list is the clone's own, since each
+// simulation changes its own copy of a node.
+func (s *cycleState) Clone() fwk.StateData {
+	c := *s
+	c.changes = slices.Clip(s.changes)
+	return &c
+}
+
+// withChange records a pod added to or removed from the simulation's node.
+// The framework calls the PreFilter extensions of one clone from one
+// goroutine at a time.
+func (s *cycleState) withChange(removed bool, pi fwk.PodInfo) {
+	s.changes = append(s.changes, policy.PodChange{Removed: removed, Pod: pi})
+}
 
 // newCycle pins the current version of every enforcing policy (a slot with
 // none, deactivated, is left out) and of the shadows beside them.
@@ -60,7 +81,7 @@ func (pl *Plugin) newCycle(pod *v1.Pod, nodes []fwk.NodeInfo) *cycleState {
 		}
 		members = append(members, m)
 	}
-	return &cycleState{c: compose.NewCycle(pod, nodes, members), blocked: blocked}
+	return &cycleState{c: compose.NewCycle(pod, nodes, members), reasons: &reasonBudget{}, blocked: blocked}
 }
 
 func getState(cs fwk.CycleState) (*cycleState, error) {

@@ -33,8 +33,44 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	return nil, nil
 }
 
-// PreFilterExtensions implements fwk.PreFilterPlugin.
-func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+// PreFilterExtensions implements fwk.PreFilterPlugin: the plugin follows
+// the pods the scheduler's simulations (preemption, nominated pods) add and
+// remove when a current policy implements POINT_POD_CHANGES, and has no
+// extensions otherwise, which spares every simulation the calls. The
+// framework asks at each simulation step, so a reload that brings or drops
+// such a policy takes effect at the next one; a cycle pinned to a version
+// that follows pod changes while the current one does not gets plain Filter
+// on the modified nodes, as before.
+func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions {
+	for _, s := range pl.currentRoster().slots {
+		if v := s.Current(); v != nil && v.Implements(abiv1.Point_POINT_POD_CHANGES) {
+			return pl
+		}
+	}
+	return nil
+}
+
+// AddPod implements fwk.PreFilterExtensions: it records, in the
+// simulation's clone of the cycle state, a pod added to its node.
+func (pl *Plugin) AddPod(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, pi fwk.PodInfo, ni fwk.NodeInfo) *fwk.Status {
+	st, err := getState(cs)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	st.withChange(false, pi)
+	return nil
+}
+
+// RemovePod implements fwk.PreFilterExtensions: it records, in the
+// simulation's clone of the cycle state, a pod removed from its node.
+func (pl *Plugin) RemovePod(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, pi fwk.PodInfo, ni fwk.NodeInfo) *fwk.Status {
+	st, err := getState(cs)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	st.withChange(true, pi)
+	return nil
+}
 
 // Filter passes a node only if every policy passes it, in order. The
 // reasons it returns for a pod's nodes are bounded by the cycle's budget.
@@ -43,19 +79,27 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, ni
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	s, e := st.c.Filter(ctx, ni)
+	s, e := st.c.FilterChanged(ctx, ni, st.changes)
 	if s == nil {
 		return nil
 	}
 	return st.reasons.limit(ctx, pod, e.Name, toStatus(s))
 }
 
-// PostFilter gives policies that export it a say when no node fits; the
-// first nomination wins.
+// PostFilter runs when no node fits. When a policy chooses preemption
+// victims, the upstream preemption evaluator runs with them (preempt.go);
+// then, if that nominated nothing, the policies that export PostFilter have
+// their say: the first nomination wins.
 func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	st, err := getState(cs)
 	if err != nil {
 		return nil, fwk.AsStatus(err)
+	}
+	if choosesVictims(st) {
+		res, s := pl.preempt(ctx, cs, pod, m)
+		if s.IsSuccess() || !st.c.Implements(abiv1.Point_POINT_POST_FILTER) {
+			return res, s
+		}
 	}
 	if !st.c.Implements(abiv1.Point_POINT_POST_FILTER) {
 		return nil, fwk.NewStatus(fwk.Unschedulable)

@@ -47,6 +47,8 @@ type Plugin struct {
 	// waits: pod UID -> *waitSet, the policies a pod parked at Permit waits
 	// for.
 	waits sync.Map
+	// victims is the preemption evaluator for policies choosing victims.
+	victims victimSelection
 }
 
 var (
