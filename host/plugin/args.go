@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/wasmsched/wasmsched/host/clusterctx"
 	"github.com/wasmsched/wasmsched/host/engine"
 	"github.com/wasmsched/wasmsched/host/source"
 )
@@ -31,6 +32,7 @@ import (
 //	      timeout: 200ms
 //	      memoryLimit: 256Mi
 //	      settings: {strategy: binpack}
+//	      context: ["v1/namespaces"]
 //
 // Its deep-copy functions are generated (zz_generated.deepcopy.go, by `make
 // generate`), so that a field added here is never lost by a copy.
@@ -109,6 +111,13 @@ type PolicyArgs struct {
 	MaxInstances int `json:"maxInstances,omitempty"`
 	// Settings are passed to the policy as JSON, verbatim.
 	Settings json.RawMessage `json:"settings,omitempty"`
+	// Context lists the kinds of cluster object the policy may read, as
+	// "group/version/resource" ("v1/namespaces" for the core group,
+	// "scheduling.x-k8s.io/v1alpha1/elasticquotas"). A version that
+	// declares a kind not listed is refused when it loads; Secrets are
+	// never readable. The scheduler needs RBAC to list and watch each kind
+	// (manifests/rbac.yaml).
+	Context []string `json:"context,omitempty"`
 	// Mode is Enforce (default) or Shadow: a shadow policy runs beside the
 	// enforcing policy named by Shadows, never affects placement, and the
 	// answers where the two disagree (Filter verdicts, the best scored
@@ -170,6 +179,9 @@ const (
 	maxTimeout       = time.Minute
 	maxMemoryLimit   = 4 << 30
 	maxInstances     = 256
+	// maxContextKinds bounds a policy's allow-list, as the
+	// SchedulingPolicy CRD does: each kind is an informer.
+	maxContextKinds = 32
 )
 
 // DecodeArgs decodes, defaults and validates plugin arguments.
@@ -321,6 +333,7 @@ func Validate(a *Args) field.ErrorList {
 		if len(p.Settings) > 0 && !json.Valid(p.Settings) {
 			errs = append(errs, field.Invalid(path.Child("settings"), string(p.Settings), "must be valid JSON"))
 		}
+		errs = append(errs, validateContext(path.Child("context"), p.Context)...)
 	}
 	for i, p := range a.Policies {
 		if p.Mode != ModeShadow || p.Shadows == "" {
@@ -333,6 +346,29 @@ func Validate(a *Args) field.ErrorList {
 		if !ok {
 			errs = append(errs, field.Invalid(root.Index(i).Child("shadows"), p.Shadows, "must name an enforcing policy of this list"))
 		}
+	}
+	return errs
+}
+
+// validateContext checks an allow-list: kinds as clusterctx.ParseKind
+// reads them, no Secrets, none twice.
+func validateContext(path *field.Path, kinds []string) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[clusterctx.Kind]bool{}
+	for i, s := range kinds {
+		k, err := clusterctx.ParseKind(s)
+		switch {
+		case err != nil:
+			errs = append(errs, field.Invalid(path.Index(i), s, err.Error()))
+		case clusterctx.Forbidden(k) != nil:
+			errs = append(errs, field.Forbidden(path.Index(i), clusterctx.Forbidden(k).Error()))
+		case seen[k]:
+			errs = append(errs, field.Duplicate(path.Index(i), s))
+		}
+		seen[k] = true
+	}
+	if len(kinds) > maxContextKinds {
+		errs = append(errs, field.TooMany(path, len(kinds), maxContextKinds))
 	}
 	return errs
 }

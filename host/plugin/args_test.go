@@ -20,6 +20,18 @@ func decode(t *testing.T, js string) (*Args, error) {
 	return DecodeArgs(&runtime.Unknown{Raw: []byte(js), ContentType: runtime.ContentTypeJSON})
 }
 
+// An allow-list of kinds is accepted as written: core, built-in groups and
+// custom resources.
+func TestArgsContext(t *testing.T) {
+	a, err := decode(t, `{"policies": [{"name": "quota", "source": {"file": "/p/q.wasm"}, "context": ["v1/namespaces", "scheduling.x-k8s.io/v1alpha1/elasticquotas", "resource.k8s.io/v1/resourceslices"]}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Policies[0].Context; len(got) != 3 || got[1] != "scheduling.x-k8s.io/v1alpha1/elasticquotas" {
+		t.Fatalf("context %q", got)
+	}
+}
+
 func TestArgsDefaults(t *testing.T) {
 	a, err := decode(t, `{"policies": [{"name": "gpu", "source": {"file": "/p/gpu.wasm"}}]}`)
 	if err != nil {
@@ -56,6 +68,10 @@ func TestArgsValidationNamesTheField(t *testing.T) {
 		{`{"policies": [{"name": "a", "source": {"file": "x"}, "memoryLimit": "1Mi"}]}`, `policies[0].memoryLimit: Invalid value: "1Mi": must be between 8Mi and 4Gi`},
 		{`{"policies": [{"name": "a", "source": {"file": "x"}, "maxInstances": -1}]}`, "policies[0].maxInstances: Invalid value: -1"},
 		{`{"policies": [{"name": "a", "source": {"file": "x"}, "timeout": "soon"}]}`, "decode WasmPolicy args"},
+		{`{"policies": [{"name": "a", "source": {"file": "x"}, "context": ["namespaces"]}]}`, `policies[0].context[0]: Invalid value: "namespaces": kind "namespaces": want group/version/resource`},
+		{`{"policies": [{"name": "a", "source": {"file": "x"}, "context": ["v1/Namespace"]}]}`, `policies[0].context[0]: Invalid value: "v1/Namespace"`},
+		{`{"policies": [{"name": "a", "source": {"file": "x"}, "context": ["v1/namespaces", "v1/secrets"]}]}`, "policies[0].context[1]: Forbidden: v1/secrets: secrets are never readable by policies"},
+		{`{"policies": [{"name": "a", "source": {"file": "x"}, "context": ["v1/namespaces", "v1/namespaces"]}]}`, `policies[0].context[1]: Duplicate value: "v1/namespaces"`},
 	} {
 		_, err := decode(t, tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

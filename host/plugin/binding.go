@@ -11,9 +11,12 @@ import (
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 )
 
-// Reserve keeps a copy of the chosen node for the binding phase and tells
-// policies that export Reserve which node the pod got.
+// Reserve counts the pod in the tenant usage as if bound (so that the
+// next pods of a burst see it before its binding is written), keeps a copy
+// of the chosen node for the binding phase and tells policies that export
+// Reserve which node the pod got.
 func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	pl.cluster.assume(pod)
 	st, err := getState(cs)
 	if err != nil {
 		return fwk.AsStatus(err)
@@ -30,9 +33,11 @@ func (pl *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	return pl.nodeCall(ctx, st, abiv1.Point_POINT_RESERVE, nodeName)
 }
 
-// Unreserve tells policies the reservation was undone; they may reject
-// other pods waiting at Permit (a gang releasing its members).
+// Unreserve uncounts the pod from the tenant usage (unless the informer
+// saw it bound) and tells policies the reservation was undone; they may
+// reject other pods waiting at Permit (a gang releasing its members).
 func (pl *Plugin) Unreserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) {
+	pl.cluster.forget(pod)
 	st, err := getState(cs)
 	if err != nil {
 		return

@@ -84,7 +84,7 @@ func (c *catalog) newEntry(sp *api.SchedulingPolicy) *entry {
 		failed: map[string]refusal{}, startup: !c.started, settled: make(chan struct{})}
 	pa := argsOf(sp)
 	s := &Slot{Args: pa, metrics: newPointMetrics(sp.Name), namespace: c.namespace, recorder: c.pl.eventRecorder(),
-		onChange: func() { c.status.touch(sp.Name) }, onSwap: c.pl.requeue, required: c.selector == nil}
+		onChange: func() { c.status.touch(sp.Name) }, onSwap: c.pl.requeue, required: c.selector == nil, cluster: c.pl.cluster}
 	s.status = SlotStatus{Policy: pa.Name, Mode: pa.Mode}
 	s.beforeInstall = e.beforeInstall
 	s.afterLoad = e.afterLoad
@@ -98,7 +98,7 @@ func (c *catalog) newEntry(sp *api.SchedulingPolicy) *entry {
 func argsOf(sp *api.SchedulingPolicy) PolicyArgs {
 	pa := PolicyArgs{Name: sp.Name, Weight: sp.Spec.Weight, FailurePolicy: FailurePolicy(sp.Spec.FailurePolicy),
 		Mode: Mode(sp.Spec.Mode), Shadows: sp.Spec.Shadows, Settings: sp.Spec.Settings, Timeout: sp.Spec.Timeout,
-		MemoryLimit: sp.Spec.MemoryLimit, MaxInstances: int(sp.Spec.MaxInstances)}
+		MemoryLimit: sp.Spec.MemoryLimit, MaxInstances: int(sp.Spec.MaxInstances), Context: sp.Spec.Context}
 	a := Args{Namespace: "-", Policies: []PolicyArgs{pa}}
 	SetDefaults(&a)
 	return a.Policies[0]
@@ -108,6 +108,7 @@ func argsOf(sp *api.SchedulingPolicy) PolicyArgs {
 func (e *entry) revisionArgs(r api.Revision) *PolicyArgs {
 	sp := e.sp.DeepCopy()
 	sp.Spec.Settings, sp.Spec.Timeout, sp.Spec.MemoryLimit, sp.Spec.MaxInstances = r.Settings, r.Timeout, r.MemoryLimit, r.MaxInstances
+	sp.Spec.Context = r.Context
 	pa := argsOf(sp)
 	return &pa
 }

@@ -280,7 +280,7 @@ func (s *Slot) begin(ctx context.Context, logger klog.Logger, a *attempt) {
 	l.inFlight.Add(1)
 	go func() {
 		defer l.inFlight.Add(-1)
-		p, err := loadVersion(actx, logger, a.req.loadArgs(s), a.req.v.Module, func(stage string) { s.setStage(a.pend, stage) })
+		p, err := loadVersion(actx, logger, a.req.loadArgs(s), a.req.v.Module, func(stage string) { s.setStage(a.pend, stage) }, s.cluster)
 		a.cancel()
 		a.p, a.err = p, err
 		select {

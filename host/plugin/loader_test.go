@@ -119,7 +119,7 @@ func counter(t *testing.T, policy, result string) float64 {
 // the loader, not the compiler.
 func warm(t *testing.T, s *Slot, module []byte) {
 	t.Helper()
-	p, err := loadVersion(context.Background(), klog.Background(), s.Args, module, nil)
+	p, err := loadVersion(context.Background(), klog.Background(), s.Args, module, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +393,7 @@ func TestNewerVersionAbandonsCompile(t *testing.T) {
 
 	// The same compile, to its end (the killed child cached nothing).
 	begin := time.Now()
-	_, err := loadVersion(context.Background(), klog.Background(), s.Args, costly, nil)
+	_, err := loadVersion(context.Background(), klog.Background(), s.Args, costly, nil, nil)
 	full := time.Since(begin)
 	if err == nil || !strings.Contains(err.Error(), "does not export") {
 		t.Fatalf("the costly module loaded to its end: %v, want it compiled and refused for its exports", err)

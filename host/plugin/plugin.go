@@ -44,6 +44,9 @@ type Plugin struct {
 	catalog *catalog
 	status  *statusWriter
 	stop    context.CancelFunc
+	// cluster is what policies may read of the cluster, shared with the
+	// scheduler's other profiles (context.go); nil without a handle.
+	cluster *clusterContext
 	// waits: pod UID -> *waitSet, the policies a pod parked at Permit waits
 	// for.
 	waits sync.Map
@@ -84,11 +87,12 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	// Sources live until Close, which the framework calls when the
 	// scheduler stops.
 	runCtx, cancel := context.WithCancel(context.Background())
-	pl := &Plugin{handle: h, stop: cancel}
+	pl := &Plugin{handle: h, stop: cancel, cluster: acquireContext(h)}
 	if args.SchedulingPolicies != nil {
 		c, err := newCatalog(runCtx, logger, pl, args)
 		if err != nil {
 			cancel()
+			pl.cluster.release()
 			return nil, err
 		}
 		pl.catalog = c
@@ -98,7 +102,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	var slots []*Slot
 	for _, pa := range args.Policies {
 		slot := &Slot{Args: pa, metrics: newPointMetrics(pa.Name), namespace: args.Namespace, recorder: h.EventRecorder(),
-			onChange: pl.status.touch, onSwap: pl.requeue}
+			onChange: pl.status.touch, onSwap: pl.requeue, cluster: pl.cluster}
 		slot.status = SlotStatus{Policy: pa.Name, Mode: pa.Mode}
 		slots = append(slots, slot)
 		pl.status.add(slot)
@@ -106,6 +110,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		if err := slot.start(runCtx, logger, newSource(pa, h, args.Namespace)); err != nil {
 			cancel()
 			retireAll(slots)
+			pl.cluster.release()
 			return nil, err
 		}
 	}
@@ -163,6 +168,7 @@ func (pl *Plugin) Close() error {
 		pl.catalog.close()
 	}
 	retireAll(pl.currentRoster().slots)
+	pl.cluster.release()
 	return nil
 }
 

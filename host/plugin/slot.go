@@ -54,6 +54,10 @@ type Slot struct {
 	// fetched), for noVersionReason.
 	missing string
 
+	// cluster is what versions may read of the cluster (context.go); nil
+	// without a scheduler.
+	cluster *clusterContext
+
 	// load hands versions from the source to the loader goroutine
 	// (loader.go).
 	load loader
@@ -147,9 +151,11 @@ func (f *filterShare) next(asked int64, nodes int) bool {
 	return share < 0 || share >= 500
 }
 
-// loadVersion compiles, validates and starts a policy version. ctx bounds
-// the load (policy.Load); stage, if set, is told each stage as it begins.
-func loadVersion(ctx context.Context, logger klog.Logger, pa PolicyArgs, wasm []byte, stage func(string)) (*policy.Policy, error) {
+// loadVersion compiles, validates and starts a policy version, and binds
+// it to the cluster objects and usage it reads (bindContext; cc nil: it
+// may read none). ctx bounds the load (policy.Load) and the binding;
+// stage, if set, is told each stage as it begins.
+func loadVersion(ctx context.Context, logger klog.Logger, pa PolicyArgs, wasm []byte, stage func(string), cc *clusterContext) (*policy.Policy, error) {
 	start := time.Now()
 	cfg := pa.engineConfig()
 	name := pa.Name
@@ -173,8 +179,17 @@ func loadVersion(ctx context.Context, logger klog.Logger, pa PolicyArgs, wasm []
 		logger.Error(err, "Policy rejected", "policy", name)
 		return nil, err
 	}
+	if err := bindContext(ctx, cc, &pa, p, stage); err != nil {
+		_ = p.Close(context.Background())
+		if ctx.Err() != nil {
+			logger.V(2).Info("Policy load abandoned", "policy", name, "duration", time.Since(start))
+			return nil, err
+		}
+		logger.Error(err, "Policy rejected", "policy", name, "digest", p.Digest())
+		return nil, err
+	}
 	logger.Info("Policy loaded", "policy", name, "digest", p.Digest(), "points", pointList(p), "wantsPods", p.Info().WantsPods,
-		"wantsAllNodes", p.Info().WantsAllNodes, "duration", time.Since(start))
+		"wantsAllNodes", p.Info().WantsAllNodes, "context", p.ContextKinds(), "duration", time.Since(start))
 	return p, nil
 }
 

@@ -104,6 +104,11 @@ func (in *PolicyArgs) DeepCopyInto(out *PolicyArgs) {
 		*out = make(json.RawMessage, len(*in))
 		copy(*out, *in)
 	}
+	if in.Context != nil {
+		in, out := &in.Context, &out.Context
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	return
 }
 

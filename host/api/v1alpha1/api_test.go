@@ -78,6 +78,14 @@ func TestCRD(t *testing.T) {
 	if _, err := create("scalar", "  module: {sha256: "+digest+"}\n  settings: [1, \"two\"]\n"); err != nil {
 		t.Errorf("array settings refused: %v", err)
 	}
+	// Context kinds: core, a custom resource, and a secret of another
+	// group (only core Secrets are refused).
+	ctxSpec := "  module: {sha256: " + digest + "}\n  context: [v1/namespaces, scheduling.x-k8s.io/v1alpha1/elasticquotas, example.com/v1/secrets]\n"
+	if sp, err := create("reader", ctxSpec); err != nil {
+		t.Errorf("context refused: %v", err)
+	} else if len(sp.Spec.Context) != 3 || sp.Spec.Context[1] != "scheduling.x-k8s.io/v1alpha1/elasticquotas" {
+		t.Errorf("context %q, want the list as applied", sp.Spec.Context)
+	}
 	if _, err := create("shadow", "  module: {sha256: "+digest+", url: 'http://localhost:8080/q.wasm'}\n  mode: Shadow\n  shadows: quota\n"); err != nil {
 		t.Errorf("shadow refused: %v", err)
 	}
@@ -98,6 +106,11 @@ func TestCRD(t *testing.T) {
 		{"memory-int", "  module: {sha256: " + digest + "}\n  memoryLimit: 1024\n", "between 8Mi and 4Gi"},
 		{"instances", "  module: {sha256: " + digest + "}\n  maxInstances: 1000\n", "spec.maxInstances"},
 		{"failure", "  module: {sha256: " + digest + "}\n  failurePolicy: Retry\n", `Unsupported value: "Retry"`},
+		{"secrets", "  module: {sha256: " + digest + "}\n  context: [v1/namespaces, v1/secrets]\n", "secrets are never readable by policies"},
+		{"secrets-v2", "  module: {sha256: " + digest + "}\n  context: [v2/secrets]\n", "secrets are never readable by policies"},
+		{"kind-shape", "  module: {sha256: " + digest + "}\n  context: [namespaces]\n", "must be group/version/resource"},
+		{"kind-case", "  module: {sha256: " + digest + "}\n  context: [Scheduling.x-k8s.io/v1alpha1/ElasticQuotas]\n", "must be group/version/resource"},
+		{"kind-twice", "  module: {sha256: " + digest + "}\n  context: [v1/namespaces, v1/namespaces]\n", "Duplicate value"},
 	} {
 		_, err := create(tc.name, tc.spec)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -168,6 +181,21 @@ func TestRevisionKey(t *testing.T) {
 	r := api.RevisionOf(s)
 	if r.Key == api.RevisionOf(spec("")).Key {
 		t.Error("memory limit did not change the key")
+	}
+	// The allow-list is part of the revision, as a set; without one the
+	// key is what it was before the field existed (keys in status stay
+	// valid).
+	if k := api.RevisionOf(spec(`{"a":1}`)).Key; k != "4ae1d4c577fb822f" {
+		t.Errorf("key of a revision without context = %s, want 4ae1d4c577fb822f as before context existed", k)
+	}
+	c1, c2 := spec(""), spec("")
+	c1.Context = []string{"v1/namespaces", "scheduling.k8s.io/v1/priorityclasses"}
+	c2.Context = []string{"scheduling.k8s.io/v1/priorityclasses", "v1/namespaces"}
+	if k1 := api.RevisionOf(c1).Key; k1 == api.RevisionOf(spec("")).Key || k1 != api.RevisionOf(c2).Key {
+		t.Errorf("context: key %s, reordered %s, without %s: want a new key, independent of order", k1, api.RevisionOf(c2).Key, api.RevisionOf(spec("")).Key)
+	}
+	if rc := api.RevisionOf(c1); rc.Verify() != nil || !strings.Contains(rc.Short(), "revision") {
+		t.Errorf("revision with context: verify %v, short %q", rc.Verify(), rc.Short())
 	}
 	r.Settings = json.RawMessage(`{"forged":true}`)
 	if r.Verify() == nil {

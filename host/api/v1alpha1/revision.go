@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -14,7 +15,10 @@ import (
 
 // RevisionOf is the revision a spec names: its module and everything the
 // policy is initialised with. Weight, failure policy, mode and order are
-// not part of it: they change without a reload.
+// not part of it: they change without a reload. Context is: what a policy
+// may read is checked when a version loads, so a changed allow-list is a
+// new revision, loaded and checked again (and a revision that served can
+// be rolled back to with the allow-list it served with).
 func RevisionOf(spec *SchedulingPolicySpec) Revision {
 	r := Revision{
 		Module:       spec.Module,
@@ -22,6 +26,10 @@ func RevisionOf(spec *SchedulingPolicySpec) Revision {
 		Timeout:      spec.Timeout,
 		MemoryLimit:  spec.MemoryLimit,
 		MaxInstances: spec.MaxInstances,
+		Context:      append([]string(nil), spec.Context...),
+	}
+	if len(r.Context) == 0 {
+		r.Context = nil
 	}
 	if r.MemoryLimit != nil {
 		q := r.MemoryLimit.DeepCopy()
@@ -33,7 +41,9 @@ func RevisionOf(spec *SchedulingPolicySpec) Revision {
 
 // computeKey hashes what the revision loads: equal keys load the same
 // policy. Settings are compared after compaction (whitespace does not
-// count), quantities by value.
+// count), quantities by value, the context as a set (its order does not
+// count). A revision without context hashes as before the field existed,
+// so keys recorded in status stay valid.
 func (r *Revision) computeKey() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "sha256=%s\nurl=%s\nfile=%s\n", r.Module.SHA256, r.Module.URL, r.Module.File)
@@ -42,6 +52,11 @@ func (r *Revision) computeKey() string {
 	}
 	if r.MemoryLimit != nil {
 		fmt.Fprintf(h, "memory=%d\n", r.MemoryLimit.Value())
+	}
+	if len(r.Context) > 0 {
+		kinds := slices.Clone(r.Context)
+		slices.Sort(kinds)
+		fmt.Fprintf(h, "context=%s\n", strings.Join(slices.Compact(kinds), ","))
 	}
 	fmt.Fprintf(h, "instances=%d\nsettings=", r.MaxInstances)
 	h.Write(compact(r.Settings))
@@ -61,7 +76,7 @@ func (r *Revision) Verify() error {
 // digits, and the key when settings or limits are set.
 func (r *Revision) Short() string {
 	d := ShortDigest(r.Module.SHA256)
-	if len(r.Settings) == 0 && r.Timeout == nil && r.MemoryLimit == nil && r.MaxInstances == 0 {
+	if len(r.Settings) == 0 && r.Timeout == nil && r.MemoryLimit == nil && r.MaxInstances == 0 && len(r.Context) == 0 {
 		return d
 	}
 	return d + " (revision " + r.Key + ")"

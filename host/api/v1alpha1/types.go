@@ -56,6 +56,13 @@ type SchedulingPolicySpec struct {
 	Timeout      *metav1.Duration   `json:"timeout,omitempty"`
 	MemoryLimit  *resource.Quantity `json:"memoryLimit,omitempty"`
 	MaxInstances int32              `json:"maxInstances,omitempty"`
+	// Context lists the kinds of cluster object the policy may read, as
+	// "group/version/resource" ("v1/namespaces" for the core group,
+	// "scheduling.x-k8s.io/v1alpha1/elasticquotas"). A version that
+	// declares a kind not listed here is refused; Secrets are never
+	// readable, listed or not. The scheduler needs RBAC to list and watch
+	// each kind (manifests/rbac.yaml).
+	Context []string `json:"context,omitempty"`
 }
 
 // Module names a module by digest and says where its bytes are: in
@@ -128,6 +135,7 @@ type Revision struct {
 	Timeout      *metav1.Duration   `json:"timeout,omitempty"`
 	MemoryLimit  *resource.Quantity `json:"memoryLimit,omitempty"`
 	MaxInstances int32              `json:"maxInstances,omitempty"`
+	Context      []string           `json:"context,omitempty"`
 }
 
 // HistoryEntry is a revision that passed probation, and when.

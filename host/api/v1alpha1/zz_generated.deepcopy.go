@@ -121,6 +121,11 @@ func (in *Revision) DeepCopyInto(out *Revision) {
 		x := (*in).DeepCopy()
 		*out = &x
 	}
+	if in.Context != nil {
+		in, out := &in.Context, &out.Context
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	return
 }
 
@@ -213,6 +218,11 @@ func (in *SchedulingPolicySpec) DeepCopyInto(out *SchedulingPolicySpec) {
 		in, out := &in.MemoryLimit, &out.MemoryLimit
 		x := (*in).DeepCopy()
 		*out = &x
+	}
+	if in.Context != nil {
+		in, out := &in.Context, &out.Context
+		*out = make([]string, len(*in))
+		copy(*out, *in)
 	}
 	return
 }

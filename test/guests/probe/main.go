@@ -36,6 +36,10 @@ type settings struct {
 	RestrictTo []string `json:"restrictTo"`
 	// PreFilterReject: PreFilter rejects the pod with this reason.
 	PreFilterReject string `json:"preFilterReject"`
+	// RejectNamespaceLabel: PreFilter rejects a pod whose Namespace
+	// carries this label (the probe must declare v1/namespaces in
+	// Context).
+	RejectNamespaceLabel string `json:"rejectNamespaceLabel"`
 	// Permit: "allow" (default), "wait", "reject", or "gang": wait until
 	// GangSize pods (this one included) are waiting, then allow them all.
 	Permit   string `json:"permit"`
@@ -304,6 +308,15 @@ func policy() *guest.Policy {
 		}
 		if s.ShowContext {
 			return guest.Reject("%s", showContext(c, p))
+		}
+		if s.RejectNamespaceLabel != "" {
+			ns := c.Namespace(c.Pod.Namespace())
+			if ns == nil {
+				return guest.Reject("probe: namespace %s not found", c.Pod.Namespace())
+			}
+			if v, ok := ns.Label(s.RejectNamespaceLabel); ok {
+				return guest.Reject("probe: namespace %s has label %s=%s", ns.Name(), s.RejectNamespaceLabel, v)
+			}
 		}
 		if len(s.RestrictTo) > 0 {
 			c.RestrictNodes(s.RestrictTo...)
