@@ -12,6 +12,12 @@ import abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 // (plain Filter, Score) see PreFilter's State, not this simulation's.
 //
 // A non-success from AddPod or RemovePod is the verdict; Filter is not run.
+//
+// The host syncs the modified node before this call, so the re-run
+// PreFilter already sees it modified: a PreFilter that sums over the
+// resident nodes (WantsAllNodes with WantsPods) counts the simulation's
+// changes on that node once more than the snapshot holds. State built from
+// the pod, settings, context objects or tenant usage is exact.
 func (in *instance) filterChanged(n uint32) uint32 {
 	var m abiv1.FilterRequest
 	if err := in.decode(n, &m); err != nil {
