@@ -146,6 +146,7 @@ func TestContext(t *testing.T) {
 func quotaRules(t *testing.T, c *cluster) {
 	c.elasticQuota("q-a", "2", "4")
 	c.elasticQuota("q-b", "3", "4")
+	c.quotaSeen("q-b")
 	for _, p := range []string{"a-1", "a-2", "a-3"} { // a-3 borrows 1 of q-b's unused 3
 		c.quotaPod("q-a", p, "big")
 		c.waitBoundIn("q-a", p)
@@ -167,6 +168,7 @@ func quotaRules(t *testing.T, c *cluster) {
 // scheduler counts the pods it assumed and has not bound yet.
 func quotaBurst(t *testing.T, c *cluster) {
 	c.elasticQuota("q-burst", "3", "3")
+	c.quotaSeen("q-burst")
 	const n = 8
 	pods := make([]*v1.Pod, n)
 	for i := range pods {
@@ -265,8 +267,8 @@ func disallowedKind(t *testing.T, c *cluster, good map[string]any, goodKey strin
 	})
 	const want = "policy quota reads v1/namespaces, which its configuration does not allow (add it to context)"
 	rej, ready := condition(sp, api.ConditionRejected), condition(sp, api.ConditionReady)
-	if !strings.Contains(rej.Message, want) {
-		t.Errorf("Rejected = %+v, want the message %q", rej, want)
+	if rej.Reason != api.ReasonLoadFailed || !strings.Contains(rej.Message, want) {
+		t.Errorf("Rejected = %+v, want %s saying %q", rej, api.ReasonLoadFailed, want)
 	}
 	if ready.Status != metav1.ConditionFalse || ready.Reason != api.ReasonServingLastGood || sp.Status.Serving == nil || sp.Status.Serving.Key != goodKey {
 		t.Errorf("Ready = %+v, serving %+v: want the previous revision %s serving", ready, sp.Status.Serving, goodKey)
@@ -287,47 +289,49 @@ func disallowedKind(t *testing.T, c *cluster, good map[string]any, goodKey strin
 }
 
 // draObjects: the probe sees DeviceClasses and ResourceSlices as they are
-// created, changed and deleted: a pod waits for its DeviceClass, then goes
-// to the node whose slices list the most devices, and to none once no
-// slice lists any.
+// created, changed and deleted. Each change is made while a pod waits for
+// it, so that a cycle that ran before the scheduler's informers had it only
+// refuses the pod, which the change then requeues: the pod binds where the
+// change allows, once it is seen. Changes of one kind are seen in order: a
+// pod that bound thanks to a change proves the earlier ones seen.
 func draObjects(t *testing.T, c *cluster) {
 	ctx := context.Background()
-	c.draPod("x-0")
-	c.waitFailedIn("dra", "x-0", "probe: no DeviceClass "+gpuDriver)
-	c.deletePod("dra", "x-0")
-
+	c.draPod("x-1")
+	c.waitFailedIn("dra", "x-1", "probe: no DeviceClass "+gpuDriver)
 	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: gpuDriver}, Spec: resourcev1.DeviceClassSpec{
 		Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "` + gpuDriver + `"`}}}}}
 	if _, err := c.client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c.resourceSlice("dra-1", 1)
+	c.resourceSlice("dra-1", 0)
 	c.resourceSlice("dra-2", 3)
-	c.draPod("x-1")
 	if n := c.waitBoundIn("dra", "x-1"); n != "dra-2" {
-		t.Fatalf("x-1 on %s, want dra-2 (3 devices against dra-1's 1, none elsewhere)", n)
+		t.Fatalf("x-1 on %s, want dra-2 (the only node whose slice lists devices)", n)
 	}
+
+	c.draPod("x-2", "dra-1")
+	c.waitFailedIn("dra", "x-2", "probe: no ResourceSlice of driver "+gpuDriver+" lists devices for node dra-1")
 	c.resourceSlice("dra-1", 4)
-	c.draPod("x-2")
-	if n := c.waitBoundIn("dra", "x-2"); n != "dra-1" {
-		t.Fatalf("x-2 on %s, want dra-1 (its slice updated to 4 devices)", n)
+	c.waitBoundIn("dra", "x-2")
+	// dra-1's 4 devices are seen: it outscores dra-2's 3.
+	c.draPod("x-3")
+	if n := c.waitBoundIn("dra", "x-3"); n != "dra-1" {
+		t.Fatalf("x-3 on %s, want dra-1 (4 devices against dra-2's 3)", n)
 	}
+
 	for _, n := range []string{"dra-1", "dra-2"} {
 		if err := c.client.ResourceV1().ResourceSlices().Delete(ctx, n+"-gpu", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	c.draPod("x-4", "dra-3")
 	c.resourceSlice("dra-3", 1)
-	c.draPod("x-3")
-	if n := c.waitBoundIn("dra", "x-3"); n != "dra-3" {
-		t.Fatalf("x-3 on %s, want dra-3 (the only node with a slice left)", n)
+	c.waitBoundIn("dra", "x-4")
+	// The deletions before dra-3's slice are seen: only dra-3 is left.
+	c.draPod("x-5")
+	if n := c.waitBoundIn("dra", "x-5"); n != "dra-3" {
+		t.Fatalf("x-5 on %s, want dra-3 (the others' slices deleted)", n)
 	}
-	if err := c.client.ResourceV1().ResourceSlices().Delete(ctx, "dra-3-gpu", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	c.draPod("x-4")
-	c.waitFailedIn("dra", "x-4", "probe: no ResourceSlice of driver "+gpuDriver+" lists devices for node dra-3")
-	c.deletePod("dra", "x-4")
 }
 
 // preemptAcrossTenants: tenant p-b borrows p-a's unused min and fills the
@@ -339,6 +343,7 @@ func preemptAcrossTenants(t *testing.T, c *cluster) {
 	const pool = "preempt-across"
 	c.elasticQuota("p-a", "2", "4")
 	c.elasticQuota("p-b", "2", "4")
+	c.quotaSeen("p-b")
 	for i := 1; i <= 4; i++ { // b-3 and b-4 borrow p-a's unused min
 		name := fmt.Sprintf("b-%d", i)
 		c.quotaPod("p-b", name, pool)
@@ -371,6 +376,7 @@ func preemptWithinTenant(t *testing.T, c *cluster) {
 	const pool = "preempt-within"
 	c.elasticQuota("p-c", "2", "2")
 	c.elasticQuota("p-d", "1", "1")
+	c.quotaSeen("p-d")
 	for _, p := range []struct{ ns, name string }{{"p-c", "c-low-1"}, {"p-c", "c-low-2"}, {"p-d", "d-low"}} {
 		c.quotaPod(p.ns, p.name, pool)
 		c.waitBoundIn(p.ns, p.name)
@@ -425,10 +431,14 @@ func boundAtMostOnce(t *testing.T, c *cluster) {
 	t.Logf("%d pods bound, each once", len(n))
 }
 
+// nodeLabel is a label each node of the test carries, its name, for pods
+// meant for one node.
+const nodeLabel = "e2e.wasmsched.io/node"
+
 // sizedNode creates a node with cpu cores, labelled pool=pool.
 func (c *cluster) sizedNode(name, cpu, pool string) {
 	c.t.Helper()
-	n := c.node(name, labels("pool", pool))
+	n := c.node(name, labels("pool", pool, nodeLabel, name))
 	n.Status.Allocatable[v1.ResourceCPU] = resource.MustParse(cpu)
 	n.Status.Capacity[v1.ResourceCPU] = resource.MustParse(cpu)
 	if _, err := c.client.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {
@@ -460,14 +470,18 @@ func quotaPodSpec(ns, name, pool string) *v1.Pod {
 	}
 }
 
-// draPod creates a pod of the draScheduler profile in namespace dra.
-func (c *cluster) draPod(name string) {
+// draPod creates a pod of the draScheduler profile in namespace dra, for
+// the node named, or any node.
+func (c *cluster) draPod(name string, node ...string) {
 	c.t.Helper()
 	zero := int64(0)
 	c.pod(name, func(p *v1.Pod) {
 		p.Namespace = "dra"
 		p.Spec.SchedulerName = draScheduler
 		p.Spec.TerminationGracePeriodSeconds = &zero
+		if len(node) > 0 {
+			p.Spec.NodeSelector = labels(nodeLabel, node[0])
+		}
 	})
 }
 
@@ -524,6 +538,24 @@ func (c *cluster) elasticQuota(ns, minCPU, maxCPU string) {
 	if err != nil {
 		c.t.Fatalf("ElasticQuota %s/quota: %v", ns, err)
 	}
+}
+
+// quotaSeen waits until the quota policy reads the ElasticQuota of ns: a
+// pod of ns requesting more cores than any node has is refused for the
+// tenant's max, not only for the nodes' lack of cpu, once the scheduler
+// has the quota (a change of it requeues the pod). The pod is then
+// deleted. ElasticQuota changes reach the scheduler in order: those made
+// before are seen too.
+func (c *cluster) quotaSeen(ns string) {
+	c.t.Helper()
+	const name = "quota-seen"
+	c.quotaPod(ns, name, "big", func(p *v1.Pod) { p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("1000") })
+	c.waitFailedIn(ns, name, "quota: tenant "+ns+" would exceed its max of cpu")
+	c.deletePod(ns, name)
+	waitFor(c.t, "pod "+ns+"/"+name+" deleted", 10*time.Second, func() bool {
+		_, err := c.client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
 }
 
 // clearTenants deletes the pods and ElasticQuotas of the namespaces and
