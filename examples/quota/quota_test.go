@@ -2,6 +2,7 @@ package main
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,7 +16,7 @@ import (
 // per namespace.
 type cluster struct {
 	objects []string
-	usage   map[string]map[string]int64 // namespace -> resource -> amount (guesttest units)
+	usage   map[string]map[string]int64 // namespace -> "cpu" -> millicores
 }
 
 // eq is an ElasticQuota of namespace ns with min and max given as YAML
@@ -53,11 +54,19 @@ func mustParse(t *testing.T, raw string) *Policy {
 	return guesttest.Load(t, raw, DefaultSettings(), New)
 }
 
-// start starts a cycle of pod over nodes in cl and runs PreFilter,
-// returning the cycle and PreFilter's verdict.
+// start starts a cycle of pod over nodes that reads cl as an instance of
+// the policy does (the objects of the kinds p reads, synced by the host),
+// and runs PreFilter, returning the cycle and PreFilter's verdict.
 func start(t *testing.T, p *Policy, cl cluster, pod *guest.Pod, nodes ...*guest.NodeInfo) (*guest.Cycle, guest.Status) {
 	t.Helper()
-	c := newCycle(t, p, cl, pod, nodes...)
+	mc := guesttest.MakeCluster()
+	for _, o := range cl.objects {
+		mc.Object(o)
+	}
+	for ns, u := range cl.usage {
+		mc.Usage("", ns, map[string]string{"cpu": strconv.FormatInt(u["cpu"], 10) + "m"}, 1)
+	}
+	c := mc.Cycle(pod, p.Kinds(), nodes...)
 	return c, p.PreFilter(c)
 }
 

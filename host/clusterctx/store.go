@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +42,35 @@ type Store struct {
 	floor   uint64      // positions below it get a reset
 	live    int         // objects not deleted
 	deleted int         // tombstones in objs
+
+	// listeners are told of every change, after it is recorded.
+	listeners atomic.Pointer[[]func()]
+}
+
+// OnChange registers fn, called after every change the store records (an
+// object added, changed or deleted), on the goroutine that made it: the
+// informer's. fn must return quickly.
+func (s *Store) OnChange(fn func()) {
+	for {
+		old := s.listeners.Load()
+		var next []func()
+		if old != nil {
+			next = append(next, *old...)
+		}
+		next = append(next, fn)
+		if s.listeners.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
+
+// changed tells the listeners; s.mu is not held.
+func (s *Store) changed() {
+	if ls := s.listeners.Load(); ls != nil {
+		for _, fn := range *ls {
+			fn()
+		}
+	}
 }
 
 type objectKey struct{ namespace, name string }
@@ -113,7 +143,6 @@ func (s *Store) Set(obj runtime.Object) error {
 		return fmt.Errorf("%s %s: %w", s.kind, key, err)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	o := s.objs[key]
 	switch {
 	case o == nil:
@@ -126,6 +155,8 @@ func (s *Store) Set(obj runtime.Object) error {
 	}
 	o.uid, o.rv, o.body = uid, rv, body
 	s.record(o)
+	s.mu.Unlock()
+	s.changed()
 	return nil
 }
 
@@ -133,15 +164,17 @@ func (s *Store) Set(obj runtime.Object) error {
 // change.
 func (s *Store) Delete(namespace, name string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	o := s.objs[objectKey{namespace, name}]
 	if o == nil || o.body == nil {
+		s.mu.Unlock()
 		return
 	}
 	o.body, o.uid, o.rv = nil, "", ""
 	s.live--
 	s.deleted++
 	s.record(o)
+	s.mu.Unlock()
+	s.changed()
 }
 
 // record gives o the next sequence number and compacts the log when due.

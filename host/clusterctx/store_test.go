@@ -247,3 +247,26 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// OnChange's listeners hear every recorded change, and nothing else: an
+// informer's resync of an object the store holds is not a change.
+func TestStoreOnChange(t *testing.T) {
+	s := NewStore(Kind{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "elasticquotas"})
+	var a, b int
+	s.OnChange(func() { a++ })
+	s.OnChange(func() { b++ })
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(s.Set(quota("team-a", "q", "1", "4")))
+	must(s.Set(quota("team-a", "q", "1", "4"))) // resync
+	must(s.Set(quota("team-a", "q", "2", "6")))
+	s.Delete("team-a", "q")
+	s.Delete("team-a", "q") // gone already
+	if a != 3 || b != 3 {
+		t.Errorf("listeners heard %d and %d changes, want 3 each (add, update, delete)", a, b)
+	}
+}

@@ -55,6 +55,50 @@ type clusterContext struct {
 	usage atomic.Pointer[clusterctx.Usage]
 	// refs counts the plugins (profiles) using it; guarded by contexts.mu.
 	refs int
+	// watched: the stores whose changes requeue pods (*clusterctx.Store ->
+	// struct{}); requeuers: each profile's requeue, by its plugin.
+	watched   sync.Map
+	requeuers sync.Map // *Plugin -> func()
+}
+
+// contextRequeueDelay coalesces the requeues cluster object changes cause:
+// a profile's pending pods are activated at most once per delay, however
+// many objects change (a flood of ElasticQuota updates is one requeue).
+const contextRequeueDelay = time.Second
+
+// watch makes changes of st requeue the pending pods of every profile: a
+// rejection that read an object may not hold after it changed, and no
+// scheduler event covers a custom resource.
+func (c *clusterContext) watch(st *clusterctx.Store) {
+	if _, loaded := c.watched.LoadOrStore(st, struct{}{}); loaded {
+		return
+	}
+	st.OnChange(func() {
+		c.requeuers.Range(func(_, fn any) bool {
+			fn.(func())()
+			return true
+		})
+	})
+}
+
+// subscribe makes pl's pending pods follow cluster object changes, with the
+// requeues coalesced; the returned function undoes it.
+func (c *clusterContext) subscribe(pl *Plugin) (cancel func()) {
+	if c == nil {
+		return func() {}
+	}
+	var pending atomic.Bool
+	c.requeuers.Store(pl, func() {
+		if pending.CompareAndSwap(false, true) {
+			time.AfterFunc(contextRequeueDelay, func() {
+				pending.Store(false)
+				if !pl.closed.Load() {
+					pl.requeue()
+				}
+			})
+		}
+	})
+	return func() { c.requeuers.Delete(pl) }
 }
 
 // contexts holds the clusterContext of each informer factory.
@@ -189,6 +233,7 @@ func bindContext(ctx context.Context, cc *clusterContext, pa *PolicyArgs, p *pol
 			if err != nil {
 				return fmt.Errorf("policy %s cannot read %w", pa.Name, err)
 			}
+			cc.watch(st)
 			b.Stores = append(b.Stores, st)
 		}
 	}

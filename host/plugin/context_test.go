@@ -286,13 +286,15 @@ func TestContextInScheduler(t *testing.T) {
 		}
 		return nil
 	}
-	waitFor(t, "the pod bound and counted in namespace default's usage", 30*time.Second, func() bool {
+	// Usage counts the pod from Reserve on, before its binding is written.
+	waitFor(t, "the pod counted in namespace default's usage", 30*time.Second, func() bool {
 		u := usage()
 		return u != nil && u.Get("", "default").GetMilliCpu() == 250 && u.Get("", "default").GetPods() == 1
 	})
-	if p, err := c.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{}); err != nil || p.Spec.NodeName != "n1" {
-		t.Fatalf("pod: %v, node %q", err, p.Spec.NodeName)
-	}
+	waitFor(t, "the pod bound to n1", 30*time.Second, func() bool {
+		p, err := c.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{})
+		return err == nil && p.Spec.NodeName == "n1"
+	})
 
 	// The policy reads Namespaces: a pod in a namespace labelled closed is
 	// refused with the policy's reason, naming the label it read.
@@ -316,4 +318,20 @@ func TestContextInScheduler(t *testing.T) {
 	if !strings.Contains(msg, "probe: namespace closed has label wasmsched-test/closed=yes") {
 		t.Fatalf("FailedScheduling: %q, want the policy's reason naming the namespace's label", msg)
 	}
+
+	// The label goes: the change of the Namespace requeues the pod, which
+	// binds long before the scheduler's periodic flush (5 minutes) would
+	// have retried it.
+	ns, err := c.CoreV1().Namespaces().Get(ctx, "closed", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(ns.Labels, "wasmsched-test/closed")
+	if _, err := c.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pod in the reopened namespace bound", 30*time.Second, func() bool {
+		p, err := c.CoreV1().Pods("closed").Get(ctx, "p", metav1.GetOptions{})
+		return err == nil && p.Spec.NodeName == "n1"
+	})
 }

@@ -47,6 +47,9 @@ type Plugin struct {
 	// cluster is what policies may read of the cluster, shared with the
 	// scheduler's other profiles (context.go); nil without a handle.
 	cluster *clusterContext
+	// unsubscribe stops cluster object changes from requeueing pods.
+	unsubscribe func()
+	closed      atomic.Bool
 	// waits: pod UID -> *waitSet, the policies a pod parked at Permit waits
 	// for.
 	waits sync.Map
@@ -88,10 +91,12 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	// scheduler stops.
 	runCtx, cancel := context.WithCancel(context.Background())
 	pl := &Plugin{handle: h, stop: cancel, cluster: acquireContext(h)}
+	pl.unsubscribe = pl.cluster.subscribe(pl)
 	if args.SchedulingPolicies != nil {
 		c, err := newCatalog(runCtx, logger, pl, args)
 		if err != nil {
 			cancel()
+			pl.unsubscribe()
 			pl.cluster.release()
 			return nil, err
 		}
@@ -110,6 +115,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		if err := slot.start(runCtx, logger, newSource(pa, h, args.Namespace)); err != nil {
 			cancel()
 			retireAll(slots)
+			pl.unsubscribe()
 			pl.cluster.release()
 			return nil, err
 		}
@@ -163,6 +169,8 @@ func (pl *Plugin) currentRoster() *roster {
 // stops; a scheduler that stops cycles before Close is called never sees a
 // closed version.
 func (pl *Plugin) Close() error {
+	pl.closed.Store(true)
+	pl.unsubscribe()
 	pl.stop()
 	if pl.catalog != nil {
 		pl.catalog.close()

@@ -92,6 +92,14 @@ type settings struct {
 	// resident objects (kind index:namespace/name) and tenant usage
 	// (key=tenant:milliCPU/pods) it sees.
 	ShowContext bool `json:"showContext"`
+	// SliceDriver: Filter passes only the nodes for which a resident DRA
+	// ResourceSlice of this driver lists devices (spec.nodeName names the
+	// node, or spec.allNodes), and Score is the number of those devices.
+	// The probe must declare resource.k8s.io/v1/resourceslices in Context.
+	SliceDriver string `json:"sliceDriver"`
+	// DeviceClass: PreFilter rejects the pod while no DeviceClass of this
+	// name is resident (resource.k8s.io/v1/deviceclasses in Context).
+	DeviceClass string `json:"deviceClass"`
 
 	WantsPods     bool `json:"wantsPods"`
 	WantsAllNodes bool `json:"wantsAllNodes"`
@@ -217,6 +225,18 @@ func tryWASI() []string {
 	return out
 }
 
+// sliceDevices counts the devices that resident ResourceSlices of the
+// SliceDriver list for node.
+func sliceDevices(c *guest.Cycle, node string) int {
+	n := 0
+	for _, rs := range c.ResourceSlices() {
+		if rs.Driver() == s.SliceDriver && (rs.NodeName() == node || rs.AllNodes()) {
+			n += len(rs.Devices())
+		}
+	}
+	return n
+}
+
 // showContext lists what the cycle sees of the cluster context.
 func showContext(c *guest.Cycle, p *guest.Policy) string {
 	var parts []string
@@ -318,6 +338,9 @@ func policy() *guest.Policy {
 				return guest.Reject("probe: namespace %s has label %s=%s", ns.Name(), s.RejectNamespaceLabel, v)
 			}
 		}
+		if s.DeviceClass != "" && c.DeviceClass(s.DeviceClass) == nil {
+			return guest.Reject("probe: no DeviceClass %s", s.DeviceClass)
+		}
 		if len(s.RestrictTo) > 0 {
 			c.RestrictNodes(s.RestrictTo...)
 		}
@@ -337,6 +360,9 @@ func policy() *guest.Policy {
 		}
 		if s.At == "filter" && s.How == "manyreasons" && selected(c) {
 			return manyReasons(n.Name())
+		}
+		if s.SliceDriver != "" && sliceDevices(c, n.Name()) == 0 {
+			return guest.Reject("probe: no ResourceSlice of driver %s lists devices for node %s", s.SliceDriver, n.Name())
 		}
 		if s.RejectLabel != "" {
 			if _, ok := n.Label(s.RejectLabel); ok {
@@ -362,6 +388,8 @@ func policy() *guest.Policy {
 			return int64(c.State.(int)), guest.OK()
 		case s.ScorePods:
 			return int64(len(n.Pods())), guest.OK()
+		case s.SliceDriver != "":
+			return min(100, int64(sliceDevices(c, n.Name()))), guest.OK()
 		case s.ScoreFree != "":
 			return n.Free(s.ScoreFree), guest.OK()
 		case s.ScoreLabel != "":
