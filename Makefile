@@ -170,6 +170,9 @@ test: default-minor vet
 	@# The race detector on the host packages that run guests; host/source's
 	@# tests start a control plane, too costly to build with -race on 2 cores.
 	$(GO) test -count=1 -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
+	@# host/clusterctx's stores and usage are fed by informers while cycles
+	@# read them; -short leaves out its control-plane test.
+	$(GO) test -count=1 -race -short ./host/clusterctx
 	$(MAKE) --no-print-directory fuzz
 
 ## minors: the Kubernetes minors this tree builds for, the default first
