@@ -24,11 +24,13 @@ type pointMetrics struct {
 
 func newPointMetrics(policyName string) map[abiv1.Point]*pointMetrics {
 	out := map[abiv1.Point]*pointMetrics{}
-	points := []abiv1.Point{abiv1.Point_POINT_SELECT_VICTIMS}
-	for pt := abiv1.Point_POINT_PRE_FILTER; pt <= abiv1.Point_POINT_POST_BIND; pt++ {
-		points = append(points, pt)
-	}
-	for _, pt := range points {
+	// Every point the ABI defines: a call observed at a point without
+	// handles would be a nil dereference in the scheduler.
+	for v := range abiv1.Point_name {
+		pt := abiv1.Point(v)
+		if pt == abiv1.Point_POINT_UNSPECIFIED {
+			continue
+		}
 		name := engine.PointName(pt)
 		out[pt] = &pointMetrics{
 			success:  callsTotal.WithLabelValues(policyName, name, "success"),
