@@ -68,6 +68,7 @@ require (
 	golang.org/x/sys v0.46.0
 	google.golang.org/grpc v1.72.2
 	k8s.io/api v0.35.8
+	k8s.io/apiextensions-apiserver v0.35.8
 	k8s.io/apimachinery v0.35.8
 	k8s.io/apiserver v0.35.8
 	k8s.io/client-go v0.35.8
@@ -189,7 +190,6 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-	k8s.io/apiextensions-apiserver v0.0.0 // indirect
 	k8s.io/cloud-provider v0.35.8 // indirect
 	k8s.io/cluster-bootstrap v0.0.0 // indirect
 	k8s.io/component-helpers v0.35.8 // indirect
