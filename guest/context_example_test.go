@@ -31,7 +31,7 @@ func overQuota(c *guest.Cycle) guest.Status {
 			return guest.Errorf("quota %s/%s: max.%s is not a quantity", q.Namespace(), q.Name(), name)
 		}
 		if want := guest.Quantity(used, name) + c.Pod.Request(name); want > limit {
-			return guest.RejectUnresolvable("namespace %s: %s %d over its max %d", c.Pod.Namespace(), name, want, limit)
+			return guest.Reject("namespace %s: %s %d over its max %d", c.Pod.Namespace(), name, want, limit)
 		}
 	}
 	return guest.OK()
@@ -55,7 +55,7 @@ spec:
 	}
 	// Output:
 	// 500 Success []
-	// 2000 UnschedulableAndUnresolvable [namespace team-a: cpu 9000 over its max 8000]
+	// 2000 Unschedulable [namespace team-a: cpu 9000 over its max 8000]
 }
 
 func TestREADMEClusterObjects(t *testing.T) {
