@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -144,12 +143,7 @@ func runDiff(args []string, stdout, stderr io.Writer) error {
 	}
 	res.Changed = len(res.Changes)
 	if *output == "json" {
-		b, err := json.MarshalIndent(res, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(stdout, "%s\n", b)
-		return err
+		return writeJSON(stdout, res)
 	}
 	if len(res.Changes) > 0 {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)

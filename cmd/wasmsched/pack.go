@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -115,12 +114,7 @@ func runPack(args []string, stdout, stderr io.Writer) error {
 			Kind       string          `json:"kind"`
 			Items      []*v1.ConfigMap `json:"items"`
 		}{"v1", "List", cms}
-		b, err := json.MarshalIndent(list, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(stdout, "%s\n", b)
-		return err
+		return writeJSON(stdout, list)
 	default:
 		return fmt.Errorf("unknown output format %q (want yaml or json)", *output)
 	}

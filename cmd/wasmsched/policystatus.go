@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -118,12 +117,7 @@ func printPoliciesJSON(w io.Writer, sps []*api.SchedulingPolicy) error {
 	for i, sp := range sps {
 		out[i] = policyReport{Name: sp.Name, Namespace: sp.Namespace, Spec: sp.Spec.Module, Status: sp.Status}
 	}
-	b, err := json.MarshalIndent(out, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
-	return err
+	return writeJSON(w, out)
 }
 
 func orDash(s string) string {

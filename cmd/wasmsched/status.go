@@ -82,12 +82,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		reports = append(reports, st)
 	}
 	if *output == "json" {
-		b, err := json.MarshalIndent(reports, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(stdout, "%s\n", b)
-		return err
+		return writeJSON(stdout, reports)
 	}
 	return printStatus(stdout, reports, time.Now())
 }
