@@ -275,6 +275,9 @@ sdk-proxy:
 ## after a change to abi/, this refreshes the hash of abi in guest/go.sum
 ## (the hash of the abi/ that will be tagged)
 sdk-tidy:
+	@# The SDK's module cache keeps the abi zip of an earlier run: drop it.
+	@chmod -R u+w $(TOOLS)/sdk/modcache/github.com/wasmsched 2>/dev/null; \
+	  rm -rf $(TOOLS)/sdk/modcache/cache/download/github.com/wasmsched $(TOOLS)/sdk/modcache/github.com/wasmsched
 	@eval "$$($(GO) run ./internal/sdkmod/sdkproxy $(TOOLS)/sdk 2>/dev/null)" && \
 	  (cd abi && $(GO) mod tidy) && \
 	  sed -i '/^github.com\/wasmsched\/wasmsched\/abi /d' guest/go.sum && \

@@ -157,6 +157,8 @@ func (in *instance) init(n uint32) uint32 {
 	}
 	info.WantsNamespaceUsage = in.policy.NamespaceUsage
 	info.UsageLabelKeys = in.policy.UsageLabelKeys
+	info.Signature = in.policy.Signature.message()
+	info.Requeue = in.policy.Requeue.message()
 	in.cluster = clusterState{kinds: append([]Kind{}, in.policy.Context...)}
 	in.ready = true
 	return uint32(Success)
@@ -382,6 +384,9 @@ func (in *instance) scoreNodes(n uint32) (Code, uint32) {
 // call handles wasmsched_call, the generic entry for the points that carry
 // a message.
 func (in *instance) call(point, n uint32) uint32 {
+	if abiv1.Point(point) == abiv1.Point_POINT_SIGN {
+		return in.sign(n)
+	}
 	if c := in.needCycle(); c != 0 {
 		return c
 	}

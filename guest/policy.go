@@ -99,6 +99,27 @@ type Policy struct {
 	// with RemovePod for each victim) and puts back, from the end of the
 	// list, every victim the pod fits without.
 	SelectVictims func(c *Cycle, n *NodeInfo, pods []*abiv1.PodSummary) (victims []string, s Status)
+
+	// Signature declares what of the pod PreFilter, Filter, PreScore and
+	// Score read, so that the scheduler may reuse one pod's results for the
+	// next pod equal in all of it (opportunistic batching). The host then
+	// sends the policy only the declared parts of every pod: reading
+	// anything else finds it empty. Nil, and without Sign, the policy's
+	// pods are never batched.
+	Signature *Signature
+
+	// Sign computes a pod's signature itself, for policies whose verdicts
+	// depend on the pod in ways a Signature cannot list (a label only when
+	// another is absent, ...). It receives the whole pod and returns the
+	// bytes that must be equal for pods the policy judges alike, or false
+	// when the pod must not be batched. A policy with Sign receives whole
+	// pods; Signature is then ignored.
+	Sign func(pod *Pod) (signature []byte, ok bool)
+
+	// Requeue declares the cluster events that can turn a rejection by this
+	// policy into a fit; the scheduler retries the pods it rejected only on
+	// those. Nil, every event the host watches retries them.
+	Requeue *Requeue
 }
 
 // Kind names a kind of cluster object by API group, version and resource
@@ -208,6 +229,7 @@ func (p *Policy) points() uint64 {
 	set(p.PostBind != nil, abiv1.Point_POINT_POST_BIND)
 	set(p.AddPod != nil || p.RemovePod != nil, abiv1.Point_POINT_POD_CHANGES)
 	set(p.SelectVictims != nil, abiv1.Point_POINT_SELECT_VICTIMS)
+	set(p.Sign != nil, abiv1.Point_POINT_SIGN)
 	return b
 }
 

@@ -101,6 +101,10 @@ const (
 	// SelectVictims: the guest proposes, for one node, the pods to evict so
 	// that the cycle's pod may run there (wasmsched_call with VictimsRequest).
 	Point_POINT_SELECT_VICTIMS Point = 13
+	// Sign: the guest computes a pod's signature itself (wasmsched_call with
+	// SignRequest; Result.signature). Pods of equal signature must get the
+	// same PreFilter, Filter, PreScore and Score verdicts on the same nodes.
+	Point_POINT_SIGN Point = 14
 )
 
 // Enum value maps for Point.
@@ -120,6 +124,7 @@ var (
 		11: "POINT_POST_BIND",
 		12: "POINT_POD_CHANGES",
 		13: "POINT_SELECT_VICTIMS",
+		14: "POINT_SIGN",
 	}
 	Point_value = map[string]int32{
 		"POINT_UNSPECIFIED":     0,
@@ -136,6 +141,7 @@ var (
 		"POINT_POST_BIND":       11,
 		"POINT_POD_CHANGES":     12,
 		"POINT_SELECT_VICTIMS":  13,
+		"POINT_SIGN":            14,
 	}
 )
 
@@ -1367,6 +1373,15 @@ type PolicyInfo struct {
 	WantsNamespaceUsage bool `protobuf:"varint,10,opt,name=wants_namespace_usage,json=wantsNamespaceUsage,proto3" json:"wants_namespace_usage,omitempty"`
 	// The guest reads tenant usage per value of each of these pod label keys.
 	UsageLabelKeys []string `protobuf:"bytes,11,rep,name=usage_label_keys,json=usageLabelKeys,proto3" json:"usage_label_keys,omitempty"`
+	// What of the pod PreFilter, Filter, PreScore and Score read, so that the
+	// scheduler may reuse one pod's results for the next pod that is equal in
+	// all of it (opportunistic batching). The host then sends the guest only
+	// the declared parts of every pod. Absent, and without POINT_SIGN, the
+	// policy's pods are never batched.
+	Signature *PodSignature `protobuf:"bytes,12,opt,name=signature,proto3" json:"signature,omitempty"`
+	// The cluster events that can turn a rejection by this policy into a fit.
+	// Absent, every event the host watches retries the pods it rejected.
+	Requeue *Requeue `protobuf:"bytes,13,opt,name=requeue,proto3" json:"requeue,omitempty"`
 }
 
 func (x *PolicyInfo) ProtoReflect() protoreflect.Message {
@@ -1446,6 +1461,213 @@ func (x *PolicyInfo) GetWantsNamespaceUsage() bool {
 func (x *PolicyInfo) GetUsageLabelKeys() []string {
 	if x != nil {
 		return x.UsageLabelKeys
+	}
+	return nil
+}
+
+func (x *PolicyInfo) GetSignature() *PodSignature {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+func (x *PolicyInfo) GetRequeue() *Requeue {
+	if x != nil {
+		return x.Requeue
+	}
+	return nil
+}
+
+// PodSignature lists the parts of a pod a policy's verdicts depend on.
+type PodSignature struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	// Whole fields of Pod, by their names in this file: namespace, owner,
+	// priority, priority_class_name, node_selector, required_node_affinity,
+	// preferred_node_affinity, tolerations, topology_spread_constraints,
+	// requests, labels, annotations, node_name, nominated_node_name. name,
+	// uid and scheduler_name are always sent; verdicts must not depend on
+	// name or uid.
+	Fields []string `protobuf:"bytes,1,rep,name=fields,proto3" json:"fields,omitempty"`
+	// Single labels and annotations, when the fields are not declared whole.
+	LabelKeys      []string `protobuf:"bytes,2,rep,name=label_keys,json=labelKeys,proto3" json:"label_keys,omitempty"`
+	AnnotationKeys []string `protobuf:"bytes,3,rep,name=annotation_keys,json=annotationKeys,proto3" json:"annotation_keys,omitempty"`
+	// Single requests by resource name (cpu, memory, ephemeral-storage, pods,
+	// or an extended resource), when requests is not declared whole.
+	Resources []string `protobuf:"bytes,4,rep,name=resources,proto3" json:"resources,omitempty"`
+}
+
+func (x *PodSignature) ProtoReflect() protoreflect.Message {
+	panic(`not implemented`)
+}
+
+func (x *PodSignature) GetFields() []string {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+func (x *PodSignature) GetLabelKeys() []string {
+	if x != nil {
+		return x.LabelKeys
+	}
+	return nil
+}
+
+func (x *PodSignature) GetAnnotationKeys() []string {
+	if x != nil {
+		return x.AnnotationKeys
+	}
+	return nil
+}
+
+func (x *PodSignature) GetResources() []string {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+// Requeue lists the cluster events that can make a pod the policy rejected
+// fit. An update of the rejected pod itself always retries it, and so does
+// a node joining whenever any node_* field is set (a new node is a change
+// of all its properties).
+type Requeue struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	// A node is added.
+	NodeAdded bool `protobuf:"varint,1,opt,name=node_added,json=nodeAdded,proto3" json:"node_added,omitempty"`
+	// A node's label with one of these keys is added, changed or removed;
+	// "*" stands for every key.
+	NodeLabelKeys []string `protobuf:"bytes,2,rep,name=node_label_keys,json=nodeLabelKeys,proto3" json:"node_label_keys,omitempty"`
+	// A node's allocatable resources change.
+	NodeAllocatable bool `protobuf:"varint,3,opt,name=node_allocatable,json=nodeAllocatable,proto3" json:"node_allocatable,omitempty"`
+	// A node's taints or spec.unschedulable change.
+	NodeTaints bool `protobuf:"varint,4,opt,name=node_taints,json=nodeTaints,proto3" json:"node_taints,omitempty"`
+	// A pod leaves a node (deleted, or bound pod scaled down), when it
+	// matches.
+	PodDeleted *PodMatch `protobuf:"bytes,5,opt,name=pod_deleted,json=podDeleted,proto3" json:"pod_deleted,omitempty"`
+	// A pod is added or bound, when it matches.
+	PodAdded *PodMatch `protobuf:"bytes,6,opt,name=pod_added,json=podAdded,proto3" json:"pod_added,omitempty"`
+	// An object of one of the kinds in context_kinds changes.
+	Objects bool `protobuf:"varint,7,opt,name=objects,proto3" json:"objects,omitempty"`
+	// Any change of a node (annotations, conditions, ... as well).
+	NodeUpdated bool `protobuf:"varint,8,opt,name=node_updated,json=nodeUpdated,proto3" json:"node_updated,omitempty"`
+}
+
+func (x *Requeue) ProtoReflect() protoreflect.Message {
+	panic(`not implemented`)
+}
+
+func (x *Requeue) GetNodeAdded() bool {
+	if x != nil {
+		return x.NodeAdded
+	}
+	return false
+}
+
+func (x *Requeue) GetNodeLabelKeys() []string {
+	if x != nil {
+		return x.NodeLabelKeys
+	}
+	return nil
+}
+
+func (x *Requeue) GetNodeAllocatable() bool {
+	if x != nil {
+		return x.NodeAllocatable
+	}
+	return false
+}
+
+func (x *Requeue) GetNodeTaints() bool {
+	if x != nil {
+		return x.NodeTaints
+	}
+	return false
+}
+
+func (x *Requeue) GetPodDeleted() *PodMatch {
+	if x != nil {
+		return x.PodDeleted
+	}
+	return nil
+}
+
+func (x *Requeue) GetPodAdded() *PodMatch {
+	if x != nil {
+		return x.PodAdded
+	}
+	return nil
+}
+
+func (x *Requeue) GetObjects() bool {
+	if x != nil {
+		return x.Objects
+	}
+	return false
+}
+
+func (x *Requeue) GetNodeUpdated() bool {
+	if x != nil {
+		return x.NodeUpdated
+	}
+	return false
+}
+
+// PodMatch narrows pod events to the pods related to the rejected one. With
+// nothing set, every pod matches.
+type PodMatch struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	// The pod is in the rejected pod's namespace.
+	SameNamespace bool `protobuf:"varint,1,opt,name=same_namespace,json=sameNamespace,proto3" json:"same_namespace,omitempty"`
+	// The pod has, for one of these label keys, the rejected pod's value.
+	SameLabelKeys []string `protobuf:"bytes,2,rep,name=same_label_keys,json=sameLabelKeys,proto3" json:"same_label_keys,omitempty"`
+}
+
+func (x *PodMatch) ProtoReflect() protoreflect.Message {
+	panic(`not implemented`)
+}
+
+func (x *PodMatch) GetSameNamespace() bool {
+	if x != nil {
+		return x.SameNamespace
+	}
+	return false
+}
+
+func (x *PodMatch) GetSameLabelKeys() []string {
+	if x != nil {
+		return x.SameLabelKeys
+	}
+	return nil
+}
+
+// SignRequest asks for a pod's signature.
+type SignRequest struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Pod *Pod `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
+}
+
+func (x *SignRequest) ProtoReflect() protoreflect.Message {
+	panic(`not implemented`)
+}
+
+func (x *SignRequest) GetPod() *Pod {
+	if x != nil {
+		return x.Pod
 	}
 	return nil
 }
@@ -1855,6 +2077,9 @@ type Result struct {
 	// first. The host puts back, from the end, every victim the pod fits
 	// without.
 	Victims []string `protobuf:"bytes,9,rep,name=victims,proto3" json:"victims,omitempty"`
+	// Sign: the pod's signature (CODE_SUCCESS); CODE_UNSCHEDULABLE when the
+	// pod must not be batched.
+	Signature []byte `protobuf:"bytes,10,opt,name=signature,proto3" json:"signature,omitempty"`
 }
 
 func (x *Result) ProtoReflect() protoreflect.Message {
@@ -1924,6 +2149,13 @@ func (x *Result) GetVictims() []string {
 	return nil
 }
 
+func (x *Result) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
 // Policy is the interface a guest exports. The protoc-gen-go-plugin
 // annotation below makes this file the interface definition; wasmsched uses
 // only the generated message code. The exports are plain functions over
@@ -1950,4 +2182,6 @@ type Policy interface {
 	FilterChanged(context.Context, *FilterRequest) (*Result, error)
 	// wasmsched_call with POINT_SELECT_VICTIMS.
 	SelectVictims(context.Context, *VictimsRequest) (*Result, error)
+	// wasmsched_call with POINT_SIGN.
+	Sign(context.Context, *SignRequest) (*Result, error)
 }

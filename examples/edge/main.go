@@ -17,16 +17,23 @@ import "github.com/wasmsched/wasmsched/guest"
 var policy *Policy
 
 func init() {
-	guest.Register(&guest.Policy{
-		Name: Name,
-		Settings: func(raw []byte) (err error) {
-			policy, err = guest.Load(raw, DefaultSettings(), New)
-			return err
-		},
+	p := &guest.Policy{
+		Name:      Name,
 		PreFilter: func(c *guest.Cycle) guest.Status { return policy.PreFilter(c) },
 		Filter:    func(c *guest.Cycle, n *guest.NodeInfo) guest.Status { return policy.Filter(c, n) },
 		Score:     func(c *guest.Cycle, n *guest.NodeInfo) (int64, guest.Status) { return policy.Score(c, n) },
-	})
+	}
+	p.Settings = func(raw []byte) (err error) {
+		policy, err = guest.Load(raw, DefaultSettings(), New)
+		if err == nil {
+			// The annotation and the label the rules read come from the
+			// settings; the SDK reports the declarations after this hook.
+			p.Signature = &guest.Signature{AnnotationKeys: []string{policy.space.key}}
+			p.Requeue = &guest.Requeue{NodeLabelKeys: []string{policy.edge.key}}
+		}
+		return err
+	}
+	guest.Register(p)
 }
 
 func main() {}

@@ -31,6 +31,17 @@ func init() {
 		Unreserve: func(c *guest.Cycle, n *guest.NodeInfo, waiting []guest.WaitingPod) []guest.WaitingPodAction {
 			return policy.Unreserve(c, n, waiting)
 		},
+		// A gang is a namespace, a label and an annotation; Permit reads
+		// the other members, which are not part of this pod.
+		Signature: &guest.Signature{
+			Fields:         []string{guest.PodNamespace},
+			LabelKeys:      []string{LabelName},
+			AnnotationKeys: []string{AnnotationMinAvailable},
+		},
+		// A gang turned away waits for members to arrive (a malformed
+		// annotation waits for the pod itself to change, which always
+		// retries it).
+		Requeue: &guest.Requeue{PodAdded: &guest.PodMatch{SameLabelKeys: []string{LabelName}}},
 	})
 }
 

@@ -31,6 +31,18 @@ func init() {
 		Filter:         func(c *guest.Cycle, n *guest.NodeInfo) guest.Status { return policy.Filter(c, n) },
 		Score:          func(c *guest.Cycle, n *guest.NodeInfo) (int64, guest.Status) { return policy.Score(c, n) },
 		NormalizeScore: func(c *guest.Cycle, scores []guest.NodeScore) guest.Status { return policy.NormalizeScore(c, scores) },
+		// The rules read three annotations and the GPU request of the pod:
+		// pods equal in them are batched together.
+		Signature: &guest.Signature{
+			AnnotationKeys: []string{AnnotationProduct, AnnotationMinMemory, AnnotationAllowShared},
+			Resources:      []string{ResourceGPU},
+		},
+		// A rejection names a node's GPU labels or count; freeing GPUs is
+		// the scheduler's resource fit, not this policy's.
+		Requeue: &guest.Requeue{
+			NodeLabelKeys:   []string{LabelProduct, LabelMemory, LabelSharing},
+			NodeAllocatable: true,
+		},
 	})
 }
 

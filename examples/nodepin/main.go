@@ -70,6 +70,9 @@ func init() {
 			return err
 		},
 		Filter: func(c *guest.Cycle, n *guest.NodeInfo) guest.Status { return policy.Filter(c, n) },
+		// The rule reads nothing of the pod, and only a new node can fit.
+		Signature: &guest.Signature{},
+		Requeue:   &guest.Requeue{NodeAdded: true},
 	})
 }
 

@@ -48,6 +48,16 @@ func init() {
 			// to the host after this hook.
 			p.Context = policy.Kinds()
 		}
+		// A tenant's quota and usage come from the pod's namespace, its
+		// requests and priority. Verdicts also follow tenant usage, which
+		// the previous pod of a batch changes: the scheduler re-runs
+		// Filter on every node it reuses, so a batched pod never lands
+		// over quota, though a pod that starts borrowing inside a batch
+		// is placed by the order of the one before it.
+		p.Signature = &guest.Signature{Fields: []string{guest.PodNamespace, guest.PodRequests, guest.PodPriority}}
+		// Usage falls when pods leave (anyone's: borrowing depends on
+		// the others' unused min); quotas and tenants come from objects.
+		p.Requeue = &guest.Requeue{PodDeleted: &guest.PodMatch{}, Objects: true}
 		return err
 	}
 	guest.Register(p)

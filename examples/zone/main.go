@@ -29,6 +29,16 @@ func init() {
 		NormalizeScore: func(c *guest.Cycle, scores []guest.NodeScore) guest.Status {
 			return policy.NormalizeScore(c, scores)
 		},
+		// Spreading counts a group's pods on every node, which placing the
+		// previous pod changes: only pods outside groups are batched.
+		Sign: func(pod *guest.Pod) ([]byte, bool) { return policy.Sign(pod) },
+		// A group's spread changes when its pods come and go, and with
+		// nodes' zones.
+		Requeue: &guest.Requeue{
+			NodeLabelKeys: []string{guest.LabelZone},
+			PodAdded:      &guest.PodMatch{SameNamespace: true},
+			PodDeleted:    &guest.PodMatch{SameNamespace: true},
+		},
 	})
 }
 

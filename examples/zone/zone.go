@@ -151,6 +151,16 @@ func (p *Policy) countsFor(pod *guest.Pod, sp *spread, n *guest.NodeInfo) map[st
 	return counts
 }
 
+// Sign lets the scheduler batch pods outside groups, whose verdicts depend
+// on the node alone. A group's pods are never batched: each placement
+// changes the counts every node of its zone is judged by.
+func (p *Policy) Sign(pod *guest.Pod) ([]byte, bool) {
+	if _, ok := pod.Label(p.groupLabel); ok {
+		return nil, false
+	}
+	return nil, true
+}
+
 // PreFilter counts the pod's group per zone, once per cycle.
 func (p *Policy) PreFilter(c *guest.Cycle) guest.Status {
 	c.State = p.prepare(c)

@@ -82,6 +82,7 @@ func (pl *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, n
 // PostBind informs policies of a binding.
 func (pl *Plugin) PostBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) {
 	pl.forget(pod)
+	pl.rejected.forget(pod.UID)
 	st, err := getState(cs)
 	if err != nil {
 		return
@@ -99,6 +100,7 @@ func (pl *Plugin) nodeCall(ctx context.Context, st *cycleState, pt abiv1.Point, 
 		return fwk.AsStatus(err)
 	}
 	s, _ := st.c.NodeCall(ctx, pt, ni, nil)
+	pl.noteRejection(st, s)
 	return toStatus(s)
 }
 

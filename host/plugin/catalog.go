@@ -263,6 +263,9 @@ func (c *catalog) reconcile() {
 	c.mu.Lock()
 	keep := map[string]bool{}
 	changedRoster := false
+	// touched are the policies whose change may turn a rejection into a
+	// fit: those gone and those whose spec changed.
+	var touched []string
 	for _, sp := range sel {
 		keep[sp.Name] = true
 		e := c.entries[sp.Name]
@@ -273,6 +276,7 @@ func (c *catalog) reconcile() {
 		}
 		if e.setSpec(sp) {
 			changedRoster = true
+			touched = append(touched, sp.Name)
 		}
 	}
 	var gone []*entry
@@ -281,6 +285,7 @@ func (c *catalog) reconcile() {
 			gone = append(gone, e)
 			delete(c.entries, name)
 			changedRoster = true
+			touched = append(touched, name)
 		}
 	}
 	c.mu.Unlock()
@@ -294,9 +299,12 @@ func (c *catalog) reconcile() {
 	c.checkShadows(sel, r)
 	c.pl.roster.Store(r)
 	if changedRoster || !sameBlockers(old, r) {
-		if c.pl.handle != nil && c.pl.handle.SharedInformerFactory() != nil {
-			c.pl.requeue()
+		if old != nil {
+			for _, b := range old.blocked {
+				touched = append(touched, b.name)
+			}
 		}
+		c.pl.requeueRejectedBy(touched...)
 	}
 	c.status.touchAll()
 }

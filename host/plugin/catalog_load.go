@@ -84,7 +84,7 @@ func (c *catalog) newEntry(sp *api.SchedulingPolicy) *entry {
 		failed: map[string]refusal{}, startup: !c.started, settled: make(chan struct{})}
 	pa := argsOf(sp)
 	s := &Slot{Args: pa, metrics: newPointMetrics(sp.Name), namespace: c.namespace, recorder: c.pl.eventRecorder(),
-		onChange: func() { c.status.touch(sp.Name) }, onSwap: c.pl.requeue, required: c.selector == nil, cluster: c.pl.cluster}
+		onChange: func() { c.status.touch(sp.Name) }, onSwap: c.pl.requeueRejectedBy, required: c.selector == nil, cluster: c.pl.cluster}
 	s.status = SlotStatus{Policy: pa.Name, Mode: pa.Mode}
 	s.beforeInstall = e.beforeInstall
 	s.afterLoad = e.afterLoad

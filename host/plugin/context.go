@@ -58,7 +58,7 @@ type clusterContext struct {
 	// watched: the stores whose changes requeue pods (*clusterctx.Store ->
 	// struct{}); requeuers: each profile's requeue, by its plugin.
 	watched   sync.Map
-	requeuers sync.Map // *Plugin -> func()
+	requeuers sync.Map // *Plugin -> func(clusterctx.Kind)
 }
 
 // contextRequeueDelay coalesces the requeues cluster object changes cause:
@@ -73,30 +73,41 @@ func (c *clusterContext) watch(st *clusterctx.Store) {
 	if _, loaded := c.watched.LoadOrStore(st, struct{}{}); loaded {
 		return
 	}
+	kind := st.Kind()
 	st.OnChange(func() {
 		c.requeuers.Range(func(_, fn any) bool {
-			fn.(func())()
+			fn.(func(clusterctx.Kind))(kind)
 			return true
 		})
 	})
 }
 
-// subscribe makes pl's pending pods follow cluster object changes, with the
-// requeues coalesced; the returned function undoes it.
+// subscribe makes the pods pl rejected follow changes of the cluster
+// objects their policies read, with the requeues coalesced per kind; the
+// returned function undoes it.
 func (c *clusterContext) subscribe(pl *Plugin) (cancel func()) {
 	if c == nil {
 		return func() {}
 	}
-	var pending atomic.Bool
-	c.requeuers.Store(pl, func() {
-		if pending.CompareAndSwap(false, true) {
+	var (
+		mu      sync.Mutex
+		pending = map[clusterctx.Kind]bool{}
+	)
+	c.requeuers.Store(pl, func(kind clusterctx.Kind) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(pending) == 0 {
 			time.AfterFunc(contextRequeueDelay, func() {
-				pending.Store(false)
-				if !pl.closed.Load() {
-					pl.requeue()
+				mu.Lock()
+				kinds := pending
+				pending = map[clusterctx.Kind]bool{}
+				mu.Unlock()
+				for k := range kinds {
+					pl.requeueForObjects(k)
 				}
 			})
 		}
+		pending[kind] = true
 	})
 	return func() { c.requeuers.Delete(pl) }
 }

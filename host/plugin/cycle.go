@@ -35,6 +35,8 @@ type cycleState struct {
 	// clones of the cycle's state the framework takes for simulations
 	// have any.
 	changes []policy.PodChange
+	// rejected is the attempt's rejection record, shared by clones.
+	rejected *rejection
 }
 
 // Clone implements fwk.StateData. The composition is shared by clones (it

@@ -16,14 +16,19 @@ import (
 // subsets.
 func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	st := pl.newCycle(pod, nodes)
+	st.rejected = pl.rejected.start(pod)
 	cs.Write(stateKey, st)
 	if len(st.blocked) > 0 {
+		for _, b := range st.blocked {
+			pl.rejected.add(st.rejected, b.name)
+		}
 		b := st.blocked[0]
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("policy %s cannot serve: %s", b.name, b.reason)).WithPlugin(Name)
 	}
 	res := st.c.PreFilter(ctx)
 	switch {
 	case res.Status != nil:
+		pl.noteRejection(st, res.Status)
 		return nil, toStatus(res.Status).WithPlugin(Name)
 	case res.Skip:
 		return nil, fwk.NewStatus(fwk.Skip)
@@ -83,6 +88,7 @@ func (pl *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, ni
 	if s == nil {
 		return nil
 	}
+	pl.noteRejection(st, s)
 	return st.reasons.limit(ctx, pod, e.Name, toStatus(s))
 }
 

@@ -74,6 +74,12 @@ var (
 		Help:           "Comparisons between a shadow policy and its enforcing policy, by point: filter (per node), score (per cycle), permit (per Permit call).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"policy", "shadow", "point"})
+	requeuedPods = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "requeued_pods_total",
+		Help:           "Pods the plugin moved back to the active queue itself, by profile and cause: swap (a policy that rejected them changed) or objects (a cluster object their rejecting policy reads changed). Cluster events go through queueing hints and the scheduler's own queue metrics.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"profile", "cause"})
 
 	registerOnce sync.Once
 )
@@ -81,7 +87,7 @@ var (
 func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(callsTotal, errorsTotal, skipsTotal, callDuration, activeVersion,
-			reloadsTotal, reloadDuration, loadingSince, shadowDisagreements, shadowComparisons)
+			reloadsTotal, reloadDuration, loadingSince, shadowDisagreements, shadowComparisons, requeuedPods)
 		legacyregistry.CustomMustRegister(guestTime, instances)
 	})
 }

@@ -34,6 +34,7 @@ func (pl *Plugin) Permit(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 		return fwk.AsStatus(err), 0
 	}
 	res := st.c.Permit(ctx, ni, pl.waiting())
+	pl.noteRejection(st, res.Status)
 	allowed := res.Status == nil || res.Status.Code == abiv1.Code_CODE_WAIT
 	for _, a := range res.Actions {
 		pl.apply(a, allowed)
@@ -86,6 +87,7 @@ func (pl *Plugin) apply(a compose.Actions, allowed bool) {
 				reason = a.Entry.Name + ": rejected while waiting"
 			}
 			pl.waits.Delete(uid)
+			pl.rejected.addPod(wp.GetPod(), a.Entry.Name)
 			wp.Reject(Name, reason)
 			continue
 		}

@@ -18,13 +18,12 @@ import (
 	"sync"
 	"sync/atomic"
 
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/host/compose"
+	"github.com/wasmsched/wasmsched/host/policy"
 	"github.com/wasmsched/wasmsched/host/skew"
 )
 
@@ -55,6 +54,8 @@ type Plugin struct {
 	waits sync.Map
 	// victims is the preemption evaluator for policies choosing victims.
 	victims victimSelection
+	// rejected is what turned each pending pod away (requeue.go).
+	rejected rejections
 }
 
 var (
@@ -92,6 +93,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	runCtx, cancel := context.WithCancel(context.Background())
 	pl := &Plugin{handle: h, stop: cancel, cluster: acquireContext(h)}
 	pl.unsubscribe = pl.cluster.subscribe(pl)
+	pl.trackPods()
 	if args.SchedulingPolicies != nil {
 		c, err := newCatalog(runCtx, logger, pl, args)
 		if err != nil {
@@ -107,7 +109,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	var slots []*Slot
 	for _, pa := range args.Policies {
 		slot := &Slot{Args: pa, metrics: newPointMetrics(pa.Name), namespace: args.Namespace, recorder: h.EventRecorder(),
-			onChange: pl.status.touch, onSwap: pl.requeue, cluster: pl.cluster}
+			onChange: pl.status.touch, onSwap: pl.requeueRejectedBy, cluster: pl.cluster}
 		slot.status = SlotStatus{Policy: pa.Name, Mode: pa.Mode}
 		slots = append(slots, slot)
 		pl.status.add(slot)
@@ -157,6 +159,17 @@ func newRoster(slots []*Slot, blocked []blocker) *roster {
 	return r
 }
 
+// version returns the current version of the policy called name in the
+// roster, or nil when it has none or is not in it.
+func (r *roster) version(name string) *policy.Policy {
+	for _, s := range r.slots {
+		if s.Args.Name == name {
+			return s.Current()
+		}
+	}
+	return nil
+}
+
 func (pl *Plugin) currentRoster() *roster {
 	if r := pl.roster.Load(); r != nil {
 		return r
@@ -192,33 +205,4 @@ func profileName(h fwk.Handle) string {
 		return ""
 	}
 	return h.ProfileName()
-}
-
-// requeue moves this profile's pending pods back to the active queue after a
-// policy changed: a verdict of the old version may not hold any more, and
-// no cluster event would otherwise retry them before the periodic flush.
-func (pl *Plugin) requeue() {
-	pods, err := pl.handle.SharedInformerFactory().Core().V1().Pods().Lister().List(labels.Everything())
-	if err != nil {
-		return
-	}
-	pending := map[string]*v1.Pod{}
-	for _, p := range pods {
-		if p.Spec.NodeName == "" && p.Spec.SchedulerName == pl.handle.ProfileName() && p.DeletionTimestamp == nil {
-			pending[p.Namespace+"/"+p.Name] = p
-		}
-	}
-	if len(pending) > 0 {
-		pl.handle.Activate(klog.Background(), pending)
-	}
-}
-
-// EventsToRegister requeues pods rejected by a policy when something that
-// can change a policy's verdict happens: a node appears or changes, a pod
-// is deleted (freeing resources) or added (a gang member arrives).
-func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
-	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.Update}},
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add | fwk.Delete | fwk.Update}},
-	}, nil
 }

@@ -175,7 +175,7 @@ func (s *Slot) install(logger klog.Logger, p *policy.Policy, r *request, since t
 	// A first version matters to pods too when the policy is required:
 	// they waited for it (cycle.go's blockers).
 	if (old != nil || s.required) && s.onSwap != nil {
-		s.onSwap()
+		s.onSwap(s.Args.Name)
 	}
 	if old != nil {
 		logger.Info("Policy version swapped", "policy", s.Args.Name, "from", old.Digest(), "to", p.Digest(), "origin", v.Origin, "duration", time.Since(since))
@@ -243,7 +243,7 @@ func (s *Slot) deleted(logger klog.Logger) {
 		s.status.Active = false
 		s.mu.Unlock()
 		if s.onSwap != nil {
-			s.onSwap()
+			s.onSwap(s.Args.Name)
 		}
 		logger.Info("Policy source deleted: policy deactivated (onDelete: Deactivate)", "policy", s.Args.Name)
 	} else {

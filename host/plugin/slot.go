@@ -43,7 +43,7 @@ type Slot struct {
 	recorder  events.EventRecorder
 	onChange  func()
 	// onSwap runs after a new version (or none) replaced a served one.
-	onSwap func()
+	onSwap func(policies ...string)
 	// beforeInstall runs on the loader goroutine before a loaded version
 	// starts serving, afterLoad after each load that ran to its end (err
 	// nil: installed). A SchedulingPolicy's slot uses them (catalog.go).

@@ -82,6 +82,9 @@ type Policy struct {
 	// binding (see Bind).
 	context bool
 	binding atomic.Pointer[clusterctx.Binding]
+	// view is what the version declared of the pod (PolicyInfo.signature):
+	// all it is sent of one. Nil: it is sent whole pods.
+	view *podView
 	// onContextSync, when set (tests), sees each context request sent.
 	onContextSync func(req []byte)
 }
@@ -189,6 +192,13 @@ func Load(ctx context.Context, opts Options) (*Policy, error) {
 		return nil, err
 	}
 	p.info = info
+	if info.GetPoints()&(1<<uint(abiv1.Point_POINT_SIGN)) == 0 {
+		if p.view, err = compileView(info.GetSignature()); err != nil {
+			first.in.Close(context.Background())
+			_ = mod.Close(context.Background())
+			return nil, p.CallError("init", engine.KindInvalid, err)
+		}
+	}
 	p.scoresNodes = first.in.ScoresNodes()
 	// With wants_pods the pod list changes with the usage: send it whole.
 	p.usage = info.GetAcceptsUsage() && !info.GetWantsPods()

@@ -26,6 +26,9 @@ type Cycle struct {
 
 	once sync.Once
 	req  []byte
+	// views are the pod encoded for policies that declared what they read
+	// of it (policy.view), by view.
+	views sync.Map // *podView -> []byte
 
 	// released is set when the scheduling cycle ends: the scheduler reuses
 	// the snapshot's NodeInfos for the next cycle, so the binding phase
@@ -45,11 +48,21 @@ func NewCycle(pod *v1.Pod, nodes []fwk.NodeInfo) *Cycle {
 	return &Cycle{ID: cycleIDs.Add(1), Pod: pod, Nodes: nodes}
 }
 
-func (c *Cycle) request() []byte {
+// request is the cycle's CycleRequest for a policy that declared view of
+// the pod (nil: the whole pod), encoded once per view.
+func (c *Cycle) request(view *podView) []byte {
 	c.once.Do(func() {
 		c.req = engine.Marshal(&abiv1.CycleRequest{Cycle: c.ID, Pod: convert.Pod(c.Pod)})
 	})
-	return c.req
+	if view == nil {
+		return c.req
+	}
+	if b, ok := c.views.Load(view); ok {
+		return b.([]byte)
+	}
+	pod := view.strip(convert.Pod(c.Pod), true)
+	b, _ := c.views.LoadOrStore(view, engine.Marshal(&abiv1.CycleRequest{Cycle: c.ID, Pod: pod}))
+	return b.([]byte)
 }
 
 // encodedNode is a node encoded as one NodeSync entry (field tag and length
@@ -290,7 +303,7 @@ func (p *Policy) prepare(m *member, c *Cycle) error {
 	}
 	m.cycle = 0
 	p.stats.podsSent.Add(1)
-	code, err := m.in.Cycle(c.request())
+	code, err := m.in.Cycle(c.request(p.view))
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,18 @@ type settings struct {
 	RejectLabel string `json:"rejectLabel"`
 	// ScoreLabel: Score is the integer value of this node label.
 	ScoreLabel string `json:"scoreLabel"`
+	// PreferAnnotation: with ScoreLabel, a pod whose annotation of this
+	// key is "low" scores 100 minus the label's value instead.
+	PreferAnnotation string `json:"preferAnnotation"`
+	// NeedAnnotation: Filter rejects every node for a pod without this
+	// annotation.
+	NeedAnnotation string `json:"needAnnotation"`
+	// Signature and Requeue are declared as given.
+	Signature *guest.Signature `json:"signature"`
+	Requeue   *guest.Requeue   `json:"requeue"`
+	// SignAnnotation: the probe signs pods itself, by the value of this
+	// annotation, and refuses pods without it.
+	SignAnnotation string `json:"signAnnotation"`
 	// ScorePods: Score is the number of pod summaries on the node.
 	ScorePods bool `json:"scorePods"`
 	// ScoreFree: Score is the node's free amount of this resource
@@ -283,6 +295,13 @@ func policy() *guest.Policy {
 			p.Context = append(p.Context, guest.Kind{Group: parts[0], Version: parts[1], Resource: parts[2]})
 		}
 		p.NamespaceUsage, p.UsageLabelKeys = s.NamespaceUsage, s.UsageLabelKeys
+		p.Signature, p.Requeue = s.Signature, s.Requeue
+		if s.SignAnnotation != "" {
+			p.Sign = func(pod *guest.Pod) ([]byte, bool) {
+				v, ok := pod.Annotation(s.SignAnnotation)
+				return []byte(v), ok
+			}
+		}
 		if s.Normalize || s.At == "normalize" {
 			p.NormalizeScore = func(c *guest.Cycle, scores []guest.NodeScore) guest.Status {
 				if st, ok := misbehave("normalize", c); ok {
@@ -364,6 +383,11 @@ func policy() *guest.Policy {
 		if s.SliceDriver != "" && sliceDevices(c, n.Name()) == 0 {
 			return guest.Reject("probe: no ResourceSlice of driver %s lists devices for node %s", s.SliceDriver, n.Name())
 		}
+		if s.NeedAnnotation != "" {
+			if _, ok := c.Pod.Annotation(s.NeedAnnotation); !ok {
+				return guest.Reject("probe: pod has no annotation %s", s.NeedAnnotation)
+			}
+		}
 		if s.RejectLabel != "" {
 			if _, ok := n.Label(s.RejectLabel); ok {
 				return guest.Reject("probe: node %s has label %s", n.Name(), s.RejectLabel)
@@ -397,6 +421,9 @@ func policy() *guest.Policy {
 			i, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
 				return 0, guest.Errorf("probe: label %s=%q is not an integer", s.ScoreLabel, v)
+			}
+			if v, _ := c.Pod.Annotation(s.PreferAnnotation); s.PreferAnnotation != "" && v == "low" {
+				return 100 - i, guest.OK()
 			}
 			return i, guest.OK()
 		}

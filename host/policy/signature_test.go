@@ -1,0 +1,116 @@
+package policy
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+	"github.com/wasmsched/wasmsched/host/engine"
+)
+
+// annotated is mkPod with annotations and labels.
+func annotated(name string, annotations, labels map[string]string) *v1.Pod {
+	p := mkPod(name)
+	p.Annotations, p.Labels = annotations, labels
+	return p
+}
+
+// A policy that declares a signature is sent only what it declared: an
+// annotation it reads but left out reads as absent, so it cannot judge two
+// pods of equal signature differently.
+func TestSignatureStripsUndeclared(t *testing.T) {
+	nodes := []fwk.NodeInfo{mkNode("n1", nil)}
+	pod := annotated("p", map[string]string{"need": "yes", "other": "x"}, map[string]string{"app": "a", "tier": "b"})
+
+	// Without a declaration the policy sees the whole pod and cannot sign.
+	p := load(t, `{"needAnnotation": "need"}`)
+	if s, err := p.Filter(ctx, NewCycle(pod, nodes), nodes[0]); err != nil || !s.IsSuccess() {
+		t.Fatalf("undeclared: %+v %v, want the pod's annotation seen", s, err)
+	}
+	if p.Signing() != Unsigned {
+		t.Fatalf("Signing = %v, want Unsigned", p.Signing())
+	}
+	if _, ok, reason, err := p.Sign(ctx, pod); ok || err != nil || reason != "it declares no pod signature" {
+		t.Fatalf("Sign = %v %q %v, want refused for lack of a declaration", ok, reason, err)
+	}
+
+	// Declared without the annotation: the policy never sees it.
+	p = load(t, `{"needAnnotation": "need", "signature": {"annotationKeys": ["other"], "labelKeys": ["app"]}}`)
+	s, err := p.Filter(ctx, NewCycle(pod, nodes), nodes[0])
+	if err != nil || s.Code != abiv1.Code_CODE_UNSCHEDULABLE || s.Reasons[0] != "probe: pod has no annotation need" {
+		t.Fatalf("declared without it: %+v %v, want the annotation unseen", s, err)
+	}
+	// Declared with it: seen again.
+	p = load(t, `{"needAnnotation": "need", "signature": {"annotationKeys": ["need"]}}`)
+	if s, err := p.Filter(ctx, NewCycle(pod, nodes), nodes[0]); err != nil || !s.IsSuccess() {
+		t.Fatalf("declared: %+v %v, want the annotation seen", s, err)
+	}
+	if p.Signing() != Declared {
+		t.Fatalf("Signing = %v, want Declared", p.Signing())
+	}
+}
+
+// Signatures are equal exactly when the declared parts are: names, UIDs and
+// undeclared parts do not count, declared ones do.
+func TestSignatureEquality(t *testing.T) {
+	p := load(t, `{"signature": {"fields": ["namespace"], "labelKeys": ["app"], "annotationKeys": ["gpu"], "resources": ["cpu"]}}`)
+	sign := func(pod *v1.Pod) []byte {
+		t.Helper()
+		sig, ok, reason, err := p.Sign(ctx, pod)
+		if !ok || err != nil {
+			t.Fatalf("Sign: %v %q %v", ok, reason, err)
+		}
+		return sig
+	}
+	base := sign(annotated("a", map[string]string{"gpu": "1", "noise": "1"}, map[string]string{"app": "x", "run": "1"}))
+	same := annotated("b", map[string]string{"gpu": "1", "noise": "2"}, map[string]string{"app": "x", "run": "2"})
+	same.UID = "other"
+	if !bytes.Equal(base, sign(same)) {
+		t.Fatal("pods differing only in name, UID and undeclared labels/annotations signed differently")
+	}
+	differ := map[string]*v1.Pod{
+		"declared annotation": annotated("c", map[string]string{"gpu": "2"}, map[string]string{"app": "x"}),
+		"declared label":      annotated("c", map[string]string{"gpu": "1"}, map[string]string{"app": "y"}),
+		"namespace":           annotated("c", map[string]string{"gpu": "1"}, map[string]string{"app": "x"}),
+		"cpu request":         annotated("c", map[string]string{"gpu": "1"}, map[string]string{"app": "x"}),
+	}
+	differ["namespace"].Namespace = "elsewhere"
+	differ["cpu request"].Spec.Containers[0].Resources.Requests["cpu"] = resource.MustParse("200m")
+	for what, pod := range differ {
+		if bytes.Equal(base, sign(pod)) {
+			t.Errorf("pods differing in their %s signed alike", what)
+		}
+	}
+}
+
+// A policy that signs itself gets the whole pod and its own answer.
+func TestSignFunction(t *testing.T) {
+	p := load(t, `{"signAnnotation": "batch"}`)
+	if p.Signing() != Signs {
+		t.Fatalf("Signing = %v, want Signs", p.Signing())
+	}
+	sig, ok, _, err := p.Sign(ctx, annotated("a", map[string]string{"batch": "b1"}, nil))
+	if err != nil || !ok || string(sig) != "b1" {
+		t.Fatalf("Sign = %q %v %v, want the annotation's value", sig, ok, err)
+	}
+	_, ok, reason, err := p.Sign(ctx, annotated("a", nil, nil))
+	if err != nil || ok || reason != "the policy does not sign this pod" {
+		t.Fatalf("Sign without the annotation = %v %q %v, want a refusal", ok, reason, err)
+	}
+}
+
+// A signature naming a field the ABI does not have fails the load, naming
+// the field.
+func TestSignatureBadField(t *testing.T) {
+	err := loadErr(t, `{"signature": {"fields": ["namespace", "spec.volumes"]}}`)
+	var ce *engine.CallError
+	if !errors.As(err, &ce) || ce.Kind != engine.KindInvalid || !strings.Contains(err.Error(), `its pod signature declares the field "spec.volumes", which the ABI's Pod does not have`) {
+		t.Fatalf("Load: %v, want the bad field named", err)
+	}
+}
