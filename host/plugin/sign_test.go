@@ -1,0 +1,235 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+
+	"github.com/wasmsched/wasmsched/internal/controlplane"
+	"github.com/wasmsched/wasmsched/internal/testwasm"
+)
+
+// scraped sums the samples of the counter name whose labels include want.
+func scraped(t *testing.T, name string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	sample:
+		for _, m := range mf.GetMetric() {
+			for k, v := range want {
+				found := false
+				for _, lp := range m.GetLabel() {
+					found = found || (lp.GetName() == k && lp.GetValue() == v)
+				}
+				if !found {
+					continue sample
+				}
+			}
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+// TestBatchingAndHintsInScheduler runs a real scheduler with a policy that
+// declares what it reads of the pod (one annotation) and which events can
+// undo its rejections (one node label).
+//
+// Batching: the scheduler reuses a cycle's results for the next pod of
+// equal signature, and every pod still lands exactly where the policy's
+// scores put it: pods preferring high ranks take the highest nodes, pods
+// preferring low ranks the lowest, although both kinds are equal in all
+// the default plugins read.
+//
+// Hints: a pod the policy rejected is not retried when pods come and go or
+// an undeclared node label changes, and is retried (and binds) as soon as
+// the declared label goes from a node.
+func TestBatchingAndHintsInScheduler(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane and a scheduler")
+	}
+	controlplane.QuietLogs()
+	ctx := context.Background()
+	cp, err := controlplane.Start(ctx, controlplane.Options{TB: t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	const profile = "default-scheduler"
+	cfg := map[string]any{
+		"apiVersion":       "kubescheduler.config.k8s.io/v1",
+		"kind":             "KubeSchedulerConfiguration",
+		"clientConnection": map[string]any{"kubeconfig": kubeconfig},
+		"leaderElection":   map[string]any{"leaderElect": false},
+		"profiles": []any{map[string]any{
+			"schedulerName": profile,
+			"plugins":       map[string]any{"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": Name, "weight": 10}}}},
+			// The system's default spreading constraints make every pod
+			// unsignable (PodTopologySpread refuses to sign under them).
+			"pluginConfig": []any{map[string]any{"name": "PodTopologySpread", "args": map[string]any{"defaultingType": "List"}}, map[string]any{"name": Name, "args": map[string]any{"namespace": "default", "policies": []any{map[string]any{
+				"name": "ranked", "source": map[string]any{"file": testwasm.Path(t, "test/guests/probe")},
+				"settings": map[string]any{
+					"scoreLabel": "rank", "preferAnnotation": "prefer", "rejectLabel": "closed",
+					"signature": map[string]any{"annotationKeys": []string{"prefer"}},
+					"requeue":   map[string]any{"nodeLabelKeys": []string{"closed"}},
+				},
+			}}}}},
+		}},
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "scheduler.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := controlplane.StartScheduler(ctx, controlplane.SchedulerOptions{Kubeconfig: kubeconfig, ConfigFile: path,
+		RegistryOptions: []app.Option{app.WithPlugin(Name, New)}})
+	if err != nil {
+		t.Fatalf("start-up: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	c := cp.Client()
+
+	// Ten nodes ranked 0..90, room for one pod each.
+	alloc := v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("8Gi"), v1.ResourcePods: resource.MustParse("1")}
+	for i := range 10 {
+		n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%d", i), Labels: map[string]string{"rank": strconv.Itoa(i * 10)}},
+			Status: v1.NodeStatus{Allocatable: alloc, Capacity: alloc}}
+		if _, err := c.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mkPod := func(name, prefer, node string) *v1.Pod {
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: map[string]string{"prefer": prefer}},
+			Spec: v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "c", Image: "pause",
+				Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m")}}}}}}
+		if _, err := c.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	placed := func(names ...string) []string {
+		var out []string
+		for _, n := range names {
+			p, err := c.CoreV1().Pods("default").Get(ctx, n, metav1.GetOptions{})
+			if err != nil || p.Spec.NodeName == "" {
+				return nil
+			}
+			out = append(out, p.Spec.NodeName)
+		}
+		slices.Sort(out)
+		return out
+	}
+	hints := func() float64 {
+		return scraped(t, "scheduler_batch_attempts_total", map[string]string{"profile": profile, "result": "hint_used"})
+	}
+
+	for _, tc := range []struct {
+		prefer string
+		want   []string
+	}{
+		{"high", []string{"n6", "n7", "n8", "n9"}},
+		{"low", []string{"n0", "n1", "n2", "n3"}},
+	} {
+		before := hints()
+		var names []string
+		for i := range 4 {
+			names = append(names, fmt.Sprintf("%s-%d", tc.prefer, i))
+			mkPod(names[i], tc.prefer, "")
+		}
+		var got []string
+		waitFor(t, "the "+tc.prefer+" pods bound", 60*time.Second, func() bool { got = placed(names...); return got != nil })
+		if !slices.Equal(got, tc.want) {
+			t.Fatalf("pods preferring %s ranks on %v, want %v", tc.prefer, got, tc.want)
+		}
+		if used := hints() - before; used < 1 {
+			t.Errorf("pods preferring %s: no batching hint used; the profile's batching is off or the pods never signed alike", tc.prefer)
+		} else {
+			t.Logf("pods preferring %s: %v batching hints used", tc.prefer, used)
+		}
+	}
+	if err := c.CoreV1().Pods("default").DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pods gone", 60*time.Second, func() bool {
+		l, err := c.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		return err == nil && len(l.Items) == 0
+	})
+
+	// Every node closed: the policy rejects the next pod everywhere.
+	setLabel := func(node, key, value string) {
+		t.Helper()
+		n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if value == "" {
+			delete(n.Labels, key)
+		} else {
+			n.Labels[key] = value
+		}
+		if _, err := c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 10 {
+		setLabel(fmt.Sprintf("n%d", i), "closed", "yes")
+	}
+	attempts := func() float64 {
+		return scraped(t, "scheduler_schedule_attempts_total", map[string]string{"profile": profile, "result": "unschedulable"})
+	}
+	before := attempts()
+	mkPod("waiting", "high", "")
+	waitFor(t, "the waiting pod rejected", 30*time.Second, func() bool { return attempts() > before })
+	// Let a retry the rejection itself may cause (none expected) pass.
+	time.Sleep(2 * time.Second)
+	rejected := attempts()
+
+	// Pods come and go, and an undeclared label changes: nothing the
+	// policy declared, so the pod is not retried.
+	mkPod("churn", "low", "n0")
+	if err := c.CoreV1().Pods("default").Delete(ctx, "churn", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	setLabel("n1", "other", "1")
+	time.Sleep(3 * time.Second)
+	if got := attempts(); got != rejected {
+		t.Fatalf("the waiting pod was retried %v times after pod churn and an undeclared label change; its policy declared neither", got-rejected)
+	}
+	if got := placed("waiting"); got != nil {
+		t.Fatalf("waiting pod bound to %v while every node is closed", got)
+	}
+
+	// The declared label goes from n7: the pod is retried and binds there
+	// (well before the scheduler's periodic flush).
+	setLabel("n7", "closed", "")
+	waitFor(t, "the waiting pod bound", 30*time.Second, func() bool { return placed("waiting") != nil })
+	if got := placed("waiting"); !slices.Equal(got, []string{"n7"}) {
+		t.Fatalf("waiting pod on %v, want n7, the only open node", got)
+	}
+}
