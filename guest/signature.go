@@ -82,13 +82,17 @@ type Requeue struct {
 }
 
 // PodMatch narrows pod events to pods related to the rejected one. The zero
-// PodMatch matches every pod.
+// PodMatch matches every pod; otherwise a pod matches when it meets one of
+// the conditions set.
 type PodMatch struct {
 	// SameNamespace: the pod is in the rejected pod's namespace.
 	SameNamespace bool
 	// SameLabelKeys: the pod has the rejected pod's value for one of these
 	// label keys.
 	SameLabelKeys []string
+	// Resources: the pod requests one of these resources (cpu, memory,
+	// ephemeral-storage, nvidia.com/gpu, ...).
+	Resources []string
 }
 
 func (r *Requeue) message() *abiv1.Requeue {
@@ -111,7 +115,7 @@ func (m *PodMatch) message() *abiv1.PodMatch {
 	if m == nil {
 		return nil
 	}
-	return &abiv1.PodMatch{SameNamespace: m.SameNamespace, SameLabelKeys: append([]string{}, m.SameLabelKeys...)}
+	return &abiv1.PodMatch{SameNamespace: m.SameNamespace, SameLabelKeys: append([]string{}, m.SameLabelKeys...), Resources: append([]string{}, m.Resources...)}
 }
 
 // sign handles wasmsched_call(POINT_SIGN). It needs no cycle: the host asks

@@ -1622,7 +1622,8 @@ func (x *Requeue) GetNodeUpdated() bool {
 }
 
 // PodMatch narrows pod events to the pods related to the rejected one. With
-// nothing set, every pod matches.
+// nothing set, every pod matches; otherwise a pod matches when it meets one
+// of the conditions set.
 type PodMatch struct {
 	state         protoimpl.MessageState
 	sizeCache     protoimpl.SizeCache
@@ -1632,6 +1633,9 @@ type PodMatch struct {
 	SameNamespace bool `protobuf:"varint,1,opt,name=same_namespace,json=sameNamespace,proto3" json:"same_namespace,omitempty"`
 	// The pod has, for one of these label keys, the rejected pod's value.
 	SameLabelKeys []string `protobuf:"bytes,2,rep,name=same_label_keys,json=sameLabelKeys,proto3" json:"same_label_keys,omitempty"`
+	// The pod requests one of these resources (cpu, memory,
+	// ephemeral-storage, or an extended resource name).
+	Resources []string `protobuf:"bytes,3,rep,name=resources,proto3" json:"resources,omitempty"`
 }
 
 func (x *PodMatch) ProtoReflect() protoreflect.Message {
@@ -1648,6 +1652,13 @@ func (x *PodMatch) GetSameNamespace() bool {
 func (x *PodMatch) GetSameLabelKeys() []string {
 	if x != nil {
 		return x.SameLabelKeys
+	}
+	return nil
+}
+
+func (x *PodMatch) GetResources() []string {
+	if x != nil {
+		return x.Resources
 	}
 	return nil
 }

@@ -37,11 +37,12 @@ func init() {
 			AnnotationKeys: []string{AnnotationProduct, AnnotationMinMemory, AnnotationAllowShared},
 			Resources:      []string{ResourceGPU},
 		},
-		// A rejection names a node's GPU labels or count; freeing GPUs is
-		// the scheduler's resource fit, not this policy's.
+		// A rejection names a node's GPU labels, its GPU count, or its free
+		// GPUs, which only a pod holding GPUs frees.
 		Requeue: &guest.Requeue{
 			NodeLabelKeys:   []string{LabelProduct, LabelMemory, LabelSharing},
 			NodeAllocatable: true,
+			PodDeleted:      &guest.PodMatch{Resources: []string{ResourceGPU}},
 		},
 	})
 }

@@ -256,13 +256,13 @@ func labelsChanged(keys []string, old, cur map[string]string) bool {
 }
 
 // podMatches reports whether other is related to the rejected pod as m
-// asks: any pod when m sets nothing, else the same namespace or the same
-// value of one of the label keys.
+// asks: any pod when m sets nothing, else the same namespace, the same
+// value of one of the label keys, or a request of one of the resources.
 func podMatches(m *abiv1.PodMatch, rejected, other *v1.Pod) bool {
 	if m == nil || other == nil {
 		return false
 	}
-	if !m.GetSameNamespace() && len(m.GetSameLabelKeys()) == 0 {
+	if !m.GetSameNamespace() && len(m.GetSameLabelKeys()) == 0 && len(m.GetResources()) == 0 {
 		return true
 	}
 	if m.GetSameNamespace() && other.Namespace == rejected.Namespace {
@@ -273,6 +273,32 @@ func podMatches(m *abiv1.PodMatch, rejected, other *v1.Pod) bool {
 			if ov, ok := other.Labels[k]; ok && ov == v {
 				return true
 			}
+		}
+	}
+	if len(m.GetResources()) > 0 {
+		r := convert.PodRequests(other)
+		for _, name := range m.GetResources() {
+			if requests(r, name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// requests reports whether r has a request of the resource name.
+func requests(r *abiv1.Resources, name string) bool {
+	switch v1.ResourceName(name) {
+	case v1.ResourceCPU:
+		return r.GetMilliCpu() > 0
+	case v1.ResourceMemory:
+		return r.GetMemory() > 0
+	case v1.ResourceEphemeralStorage:
+		return r.GetEphemeralStorage() > 0
+	}
+	for _, s := range r.GetScalars() {
+		if s.GetName() == name && s.GetValue() > 0 {
+			return true
 		}
 	}
 	return false

@@ -1,0 +1,64 @@
+package plugin
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+)
+
+func TestPodMatches(t *testing.T) {
+	pod := func(ns string, labels map[string]string, gpus string) *v1.Pod {
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Labels: labels},
+			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}}}}}
+		if gpus != "" {
+			p.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse(gpus)
+		}
+		return p
+	}
+	rejected := pod("a", map[string]string{"gang": "g1"}, "")
+	for _, tc := range []struct {
+		name  string
+		m     *abiv1.PodMatch
+		other *v1.Pod
+		want  bool
+	}{
+		{"not declared", nil, pod("a", nil, ""), false},
+		{"any pod", &abiv1.PodMatch{}, pod("b", nil, ""), true},
+		{"same namespace", &abiv1.PodMatch{SameNamespace: true}, pod("a", nil, ""), true},
+		{"other namespace", &abiv1.PodMatch{SameNamespace: true}, pod("b", nil, ""), false},
+		{"same label value", &abiv1.PodMatch{SameLabelKeys: []string{"gang"}}, pod("b", map[string]string{"gang": "g1"}, ""), true},
+		{"other label value", &abiv1.PodMatch{SameLabelKeys: []string{"gang"}}, pod("a", map[string]string{"gang": "g2"}, ""), false},
+		{"requests the resource", &abiv1.PodMatch{Resources: []string{"nvidia.com/gpu"}}, pod("b", nil, "2"), true},
+		{"requests cpu only", &abiv1.PodMatch{Resources: []string{"nvidia.com/gpu"}}, pod("b", nil, ""), false},
+		{"one condition suffices", &abiv1.PodMatch{SameNamespace: true, Resources: []string{"nvidia.com/gpu"}}, pod("a", nil, ""), true},
+	} {
+		if got := podMatches(tc.m, rejected, tc.other); got != tc.want {
+			t.Errorf("%s: podMatches = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestLabelsChanged(t *testing.T) {
+	old := map[string]string{"a": "1", "b": "2"}
+	for _, tc := range []struct {
+		keys []string
+		cur  map[string]string
+		want bool
+	}{
+		{[]string{"a"}, map[string]string{"a": "1", "b": "3"}, false},
+		{[]string{"a"}, map[string]string{"a": "2", "b": "2"}, true},
+		{[]string{"a"}, map[string]string{"b": "2"}, true},
+		{[]string{"c"}, map[string]string{"a": "1", "b": "2", "c": ""}, true},
+		{[]string{"*"}, map[string]string{"a": "1", "b": "3"}, true},
+		{[]string{"*"}, map[string]string{"a": "1", "b": "2"}, false},
+		{nil, map[string]string{}, false},
+	} {
+		if got := labelsChanged(tc.keys, old, tc.cur); got != tc.want {
+			t.Errorf("keys %v, %v -> %v: labelsChanged = %v, want %v", tc.keys, old, tc.cur, got, tc.want)
+		}
+	}
+}
