@@ -233,3 +233,101 @@ func TestBatchingAndHintsInScheduler(t *testing.T) {
 		t.Fatalf("waiting pod on %v, want n7, the only open node", got)
 	}
 }
+
+// TestSwapRequeuesOnlyItsRejections: a new version of one policy retries
+// the pods that policy rejected, and leaves alone those another policy of
+// the profile rejected (a swap used to retry every pending pod).
+func TestSwapRequeuesOnlyItsRejections(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane and a scheduler")
+	}
+	controlplane.QuietLogs()
+	defer func(p time.Duration) { filePoll = p }(filePoll)
+	filePoll = 50 * time.Millisecond
+	ctx := context.Background()
+	cp, err := controlplane.Start(ctx, controlplane.Options{TB: t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	probe := testwasm.Bytes(t, "test/guests/probe")
+	var policies []any
+	for _, name := range []string{"alpha", "beta"} {
+		path := filepath.Join(dir, name+".wasm")
+		if err := os.WriteFile(path, probe, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// alpha rejects pods without annotation alpha, beta those without beta.
+		policies = append(policies, map[string]any{"name": name, "source": map[string]any{"file": path},
+			"settings": map[string]any{"needAnnotation": name}})
+	}
+	const profile = "default-scheduler"
+	cfg := map[string]any{
+		"apiVersion":       "kubescheduler.config.k8s.io/v1",
+		"kind":             "KubeSchedulerConfiguration",
+		"clientConnection": map[string]any{"kubeconfig": kubeconfig},
+		"leaderElection":   map[string]any{"leaderElect": false},
+		"profiles": []any{map[string]any{
+			"schedulerName": profile,
+			"plugins":       map[string]any{"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": Name}}}},
+			"pluginConfig":  []any{map[string]any{"name": Name, "args": map[string]any{"namespace": "default", "policies": policies}}},
+		}},
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "scheduler.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := controlplane.StartScheduler(ctx, controlplane.SchedulerOptions{Kubeconfig: kubeconfig, ConfigFile: path,
+		RegistryOptions: []app.Option{app.WithPlugin(Name, New)}})
+	if err != nil {
+		t.Fatalf("start-up: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	c := cp.Client()
+	alloc := v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("8Gi"), v1.ResourcePods: resource.MustParse("10")}
+	if _, err := c.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: v1.NodeStatus{Allocatable: alloc, Capacity: alloc}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	attempts := func() float64 {
+		return scraped(t, "scheduler_schedule_attempts_total", map[string]string{"profile": profile, "result": "unschedulable"})
+	}
+	swapRequeues := func() float64 {
+		return scraped(t, "wasmsched_requeued_pods_total", map[string]string{"profile": profile, "cause": "swap"})
+	}
+	before := attempts()
+	// x passes beta only (alpha rejects it), y passes alpha only.
+	for name, annotation := range map[string]string{"x": "beta", "y": "alpha"} {
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: map[string]string{annotation: "yes"}},
+			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "pause"}}}}
+		if _, err := c.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "both pods rejected", 30*time.Second, func() bool { return attempts() >= before+2 })
+	time.Sleep(2 * time.Second)
+	rejected, requeued := attempts(), swapRequeues()
+
+	// A new version of alpha (the same rules, other bytes: a custom section
+	// appended): x is retried, and rejected again; y is not retried.
+	module := append(slices.Clone(probe), 0x00, 0x05, 0x04, 'n', 'o', 't', 'e')
+	if err := os.WriteFile(filepath.Join(dir, "alpha.wasm"), module, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "alpha's new version to requeue its pod", 30*time.Second, func() bool { return swapRequeues() > requeued })
+	waitFor(t, "x retried", 30*time.Second, func() bool { return attempts() > rejected })
+	time.Sleep(2 * time.Second)
+	if got := swapRequeues() - requeued; got != 1 {
+		t.Errorf("alpha's swap requeued %v pods, want 1 (x)", got)
+	}
+	if got := attempts() - rejected; got != 1 {
+		t.Errorf("after alpha's swap, %v attempts failed, want 1: x's; y, which beta rejected, must not be retried", got)
+	}
+}
