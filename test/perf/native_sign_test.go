@@ -21,7 +21,7 @@ func testPod(ns string, gpus int64, annotations map[string]string, node string) 
 	}
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p", Annotations: annotations},
-		Spec: v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: req}}}},
+		Spec:       v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: req}}}},
 	}
 }
 

@@ -207,6 +207,7 @@ func TestConfig(t *testing.T) {
 	}
 	want := []string{"GPU_default", "GPU_native", "GPU_wasm-go", "GPU_wasm-go_2", "GPU_native_2", "GPU_default_2",
 		"Basic_default", "Basic_native", "Basic_wasm-go", "Basic_wasm-go_2", "Basic_native_2", "Basic_default_2",
+		"Churn_default", "Churn_native", "Churn_wasm-go", "Churn_wasm-go_2", "Churn_native_2", "Churn_default_2",
 		"Quota_default", "Quota_native", "Quota_wasm-go", "Quota_wasm-go_2", "Quota_native_2", "Quota_default_2"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("test cases %v, want %v", names, want)
@@ -266,6 +267,7 @@ func TestSelected(t *testing.T) {
 		"quick,quota,native":  {"native", familyQuota},
 		"quick,gpu,wasm-go":   {"wasm-go", familyGPU},
 		"full,basic,wasm-go":  {"wasm-go", familyGPU},
+		"quick,churn,native":  {"native", familyGPU},
 		"full,-slow":          {"default", "native", "wasm-go", "wasm-tinygo", familyGPU, familyQuota},
 		"full,-wasm-tinygo":   {"default", "native", "wasm-go", familyGPU, familyQuota},
 		"quick,+quota,-basic": {"default", "native", "wasm-go", "wasm-tinygo", familyQuota},
