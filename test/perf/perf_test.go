@@ -61,6 +61,12 @@ type schedulerSetup struct {
 	// Policy, Wasm and Settings describe the policy WasmPolicy runs: its
 	// name, module file and settings (JSON, empty for none).
 	Policy, Wasm, Settings string
+	// Batchable turns off PodTopologySpread's system default constraints
+	// (defaultingType List, none), as upstream's batching benchmarks do:
+	// with them PodTopologySpread refuses to sign every pod, and
+	// opportunistic batching never applies. Only the Churn workload sets
+	// it, so that the other workloads stay comparable with their history.
+	Batchable bool
 }
 
 // The families of workloads: GPU and Basic run the gpu rules, Quota the
@@ -68,6 +74,8 @@ type schedulerSetup struct {
 const (
 	familyGPU   = "gpu"
 	familyQuota = "quota"
+	// familyChurn is the gpu family with batching possible (Batchable).
+	familyChurn = "churn"
 )
 
 // profiles returns the profiles to run; wasm-tinygo only when TinyGo can
@@ -107,14 +115,14 @@ func profiles(b *testing.B) []profile {
 // excludes the label, nor when it requires another label of the same kind
 // (gpu, basic and churn are all the gpu family).
 func selected(name string) bool {
-	kinds := [][]string{{"default", "native", "wasm-go", "wasm-tinygo"}, {familyGPU, "basic", "churn", familyQuota}}
+	kinds := [][]string{{"default", "native", "wasm-go", "wasm-tinygo"}, {familyGPU, "basic", familyChurn, familyQuota}}
 	for _, l := range strings.Split(perf.PerfSchedulingLabelFilter, ",") {
 		if l == "-"+name {
 			return false
 		}
 		l = strings.TrimPrefix(l, "+")
 		for _, k := range kinds {
-			if slices.Contains(k, name) && slices.Contains(k, l) && l != name && !(name == familyGPU && (l == "basic" || l == "churn")) {
+			if slices.Contains(k, name) && slices.Contains(k, l) && l != name && !(name == familyGPU && (l == "basic" || l == familyChurn)) {
 				return false
 			}
 		}
@@ -158,6 +166,18 @@ func config(b testing.TB, dir string, ps []profile) string {
 			if err := os.WriteFile(filepath.Join(dir, family+"-"+p.Name+".yaml"), buf.Bytes(), 0o644); err != nil {
 				b.Fatal(err)
 			}
+			if family != familyGPU {
+				continue
+			}
+			// The Churn workload: the gpu rules, batching possible.
+			s.Batchable = true
+			buf.Reset()
+			if err := schedulerConfig.Execute(&buf, s); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, familyChurn+"-"+p.Name+".yaml"), buf.Bytes(), 0o644); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 	// Each round runs every profile once, every other round in reverse
@@ -181,11 +201,15 @@ func config(b testing.TB, dir string, ps []profile) string {
 						"SchedulerConfig": filepath.Join(dir, family+"-"+p.Name+".yaml")})
 				}
 			}
+			if _, ok := p.Families[familyGPU]; ok {
+				cases[familyChurn] = append(cases[familyChurn], map[string]string{"Case": name, "Profile": p.Name,
+					"SchedulerConfig": filepath.Join(dir, familyChurn+"-"+p.Name+".yaml")})
+			}
 		}
 	}
 	var buf bytes.Buffer
 	if err := workloads.Execute(&buf, map[string]any{
-		"Testdata": testdata, "Cases": cases[familyGPU], "QuotaCases": cases[familyQuota],
+		"Testdata": testdata, "Cases": cases[familyGPU], "QuotaCases": cases[familyQuota], "ChurnCases": cases[familyChurn],
 		"Rounds": make([]struct{}, 10), "Tenants": quotaTenants, "OverTenant": quotaOverTenant,
 		"ChurnRounds": churnRounds(10), "ChurnNamespaces": churnNamespaces,
 	}); err != nil {
@@ -208,13 +232,20 @@ profiles:
       enabled:
       - name: {{.Plugin}}
 {{- end}}
-{{- if .Args}}
+{{- if or .Args .Wasm .Batchable}}
   pluginConfig:
+{{- end}}
+{{- if .Batchable}}
+  - name: PodTopologySpread
+    args:
+      defaultingType: List
+      defaultConstraints: []
+{{- end}}
+{{- if .Args}}
   - name: {{.Plugin}}
     args: {{.Args}}
 {{- end}}
 {{- if .Wasm}}
-  pluginConfig:
   - name: WasmPolicy
     args:
       namespace: default
@@ -334,7 +365,7 @@ var workloads = template.Must(template.New("workloads").Parse(`
     labels: [performance, full]
     params: {initNodes: 5000, initPods: 1000, measurePods: 10000}
 {{- end}}
-{{- range .Cases}}
+{{- range .ChurnCases}}
 - name: Churn_{{.Case}}
   labels: [{{.Profile}}, churn]
   schedulerConfigPath: {{.SchedulerConfig}}
