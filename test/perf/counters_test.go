@@ -15,6 +15,9 @@ type schedCounters struct {
 	// Batch is scheduler_batch_attempts_total by result: hint_used,
 	// hint_not_used, no_hint (opportunistic batching, k8s 1.35+).
 	Batch map[string]float64 `json:"batch,omitempty"`
+	// Flushed is scheduler_batch_cache_flushed_total by reason: why a
+	// cycle's results could not serve the next pod.
+	Flushed map[string]float64 `json:"flushed,omitempty"`
 	// Incoming is scheduler_queue_incoming_pods_total by "event queue":
 	// the pods added to the active, backoff and unschedulable queues, and
 	// why (a cluster event's label, ScheduleAttemptFailure, BackoffComplete,
@@ -27,7 +30,7 @@ type schedCounters struct {
 
 // gatherCounters reads the counters now.
 func gatherCounters() (schedCounters, error) {
-	c := schedCounters{Batch: map[string]float64{}, Incoming: map[string]float64{}, Attempts: map[string]float64{}}
+	c := schedCounters{Batch: map[string]float64{}, Flushed: map[string]float64{}, Incoming: map[string]float64{}, Attempts: map[string]float64{}}
 	families, err := legacyregistry.DefaultGatherer.Gather()
 	if err != nil {
 		return c, err
@@ -38,6 +41,8 @@ func gatherCounters() (schedCounters, error) {
 		switch f.GetName() {
 		case "scheduler_batch_attempts_total":
 			into, keys = c.Batch, []string{"result"}
+		case "scheduler_batch_cache_flushed_total":
+			into, keys = c.Flushed, []string{"reason"}
 		case "scheduler_queue_incoming_pods_total":
 			into, keys = c.Incoming, []string{"event", "queue"}
 		case "scheduler_schedule_attempts_total":
@@ -71,7 +76,7 @@ func (c schedCounters) since(earlier schedCounters) schedCounters {
 		}
 		return out
 	}
-	return schedCounters{Batch: sub(c.Batch, earlier.Batch), Incoming: sub(c.Incoming, earlier.Incoming), Attempts: sub(c.Attempts, earlier.Attempts)}
+	return schedCounters{Batch: sub(c.Batch, earlier.Batch), Flushed: sub(c.Flushed, earlier.Flushed), Incoming: sub(c.Incoming, earlier.Incoming), Attempts: sub(c.Attempts, earlier.Attempts)}
 }
 
 // measuredNamespace is where the GPU and Churn workloads create their

@@ -57,6 +57,8 @@ type extra struct {
 type counters struct {
 	// Batch: scheduler_batch_attempts_total by result.
 	Batch map[string]float64 `json:"batch"`
+	// Flushed: scheduler_batch_cache_flushed_total by reason.
+	Flushed map[string]float64 `json:"flushed"`
 	// Incoming: scheduler_queue_incoming_pods_total by "event queue".
 	Incoming map[string]float64 `json:"incoming"`
 	// Attempts: scheduler_schedule_attempts_total by result.
@@ -73,6 +75,7 @@ var notRequeue = map[string]bool{"UnscheduledPodAdd": true, "BackoffComplete": t
 // requeues from its measured part when it has one.
 type queueing struct {
 	hintUsed, batchAttempts float64
+	flushed                 map[string]float64 // by reason
 	requeues                float64
 	byEvent                 map[string]float64
 	unschedulable           float64 // attempts that found no node
@@ -84,7 +87,7 @@ func (x extra) queueing() (queueing, bool) {
 	if !ok {
 		return queueing{}, false
 	}
-	q := queueing{hintUsed: run.Batch["hint_used"], byEvent: map[string]float64{}, phase: "run"}
+	q := queueing{hintUsed: run.Batch["hint_used"], flushed: run.Flushed, byEvent: map[string]float64{}, phase: "run"}
 	for _, v := range run.Batch {
 		q.batchAttempts += v
 	}
@@ -105,20 +108,23 @@ func (x extra) queueing() (queueing, bool) {
 }
 
 // events lists the requeues by event, most first: "AssignedPodDelete 812, ...".
-func (q queueing) events() string {
-	names := make([]string, 0, len(q.byEvent))
-	for e := range q.byEvent {
+func (q queueing) events() string { return mostFirst(q.byEvent) }
+
+// mostFirst lists counts by name, most first: "a 812, b 3".
+func mostFirst(m map[string]float64) string {
+	names := make([]string, 0, len(m))
+	for e := range m {
 		names = append(names, e)
 	}
 	sort.Slice(names, func(i, j int) bool {
-		if q.byEvent[names[i]] != q.byEvent[names[j]] {
-			return q.byEvent[names[i]] > q.byEvent[names[j]]
+		if m[names[i]] != m[names[j]] {
+			return m[names[i]] > m[names[j]]
 		}
 		return names[i] < names[j]
 	})
 	parts := make([]string, len(names))
 	for i, e := range names {
-		parts[i] = fmt.Sprintf("%s %.0f", e, q.byEvent[e])
+		parts[i] = fmt.Sprintf("%s %.0f", e, m[e])
 	}
 	return strings.Join(parts, ", ")
 }
@@ -308,7 +314,7 @@ func (c *collector) rows() []*row {
 
 // meanQueueing averages the queueing of the runs that recorded counters.
 func meanQueueing(runs []*run) (queueing, bool) {
-	out := queueing{byEvent: map[string]float64{}}
+	out := queueing{byEvent: map[string]float64{}, flushed: map[string]float64{}}
 	n := 0
 	for _, rn := range runs {
 		q, ok := rn.extra.queueing()
@@ -324,6 +330,9 @@ func meanQueueing(runs []*run) (queueing, bool) {
 		for e, v := range q.byEvent {
 			out.byEvent[e] += v
 		}
+		for e, v := range q.flushed {
+			out.flushed[e] += v
+		}
 	}
 	if n == 0 {
 		return out, false
@@ -332,6 +341,9 @@ func meanQueueing(runs []*run) (queueing, bool) {
 	out.hintUsed, out.batchAttempts, out.requeues, out.unschedulable = out.hintUsed*f, out.batchAttempts*f, out.requeues*f, out.unschedulable*f
 	for e := range out.byEvent {
 		out.byEvent[e] *= f
+	}
+	for e := range out.flushed {
+		out.flushed[e] *= f
 	}
 	return out, true
 }
@@ -380,7 +392,11 @@ func printSummary(w io.Writer, rows []*row) {
 			continue
 		}
 		q := r.queueing
-		fmt.Fprintf(w, "%-26s %-12s batching: %.0f of %.0f attempts used a hint\n", r.workload, r.profile, q.hintUsed, q.batchAttempts)
+		flushed := ""
+		if len(q.flushed) > 0 {
+			flushed = " (cache flushed: " + mostFirst(q.flushed) + ")"
+		}
+		fmt.Fprintf(w, "%-26s %-12s batching: %.0f of %.0f attempts used a hint%s\n", r.workload, r.profile, q.hintUsed, q.batchAttempts, flushed)
 		fmt.Fprintf(w, "%-26s %-12s requeues: %.0f (%s part; %.0f unschedulable attempts)%s\n", r.workload, r.profile,
 			q.requeues, q.phase, q.unschedulable, parenthesised(q.events()))
 	}
