@@ -235,9 +235,10 @@ fuzz-long:
 
 ## bench: scheduler_perf, 500 nodes, every profile (default scheduler, native
 ## gpu plugin, gpu policy through WasmPolicy built with Go and, when `make
-## tinygo` installed it, TinyGo), two rounds; one line per profile and the
-## wasm/native throughput ratio. Results and logs in bin/perf/quick.
-## bench-full: the 5000-node workloads (gpu, basic, quota), one round (bin/perf/full), without
+## tinygo` installed it, TinyGo), two rounds, the GPU mix and Churn (pending
+## GPU pods, batching and requeues under churn); one line per profile, the
+## batching and requeue lines and the ratios. Results and logs in bin/perf/quick.
+## bench-full: the 5000-node workloads (gpu, basic, quota, churn), one round (bin/perf/full), without
 ## the GPU mix under TinyGo (labelled slow: PERF_FLAGS=-perf-scheduling-label-filter=full
 ## includes it).
 ## ROUNDS overrides the rounds; PERF_FLAGS adds test binary flags
@@ -245,10 +246,10 @@ fuzz-long:
 PERF_OUT   ?= $(BIN)/perf
 PERF_FLAGS ?=
 bench: $(TOOLS)/etcd
-	$(MAKE) --no-print-directory perf PERF_SET=quick PERF_WORKLOADS=gpu PERF_TIMEOUT=30m PERF_ROUNDS=$(or $(ROUNDS),2)
+	$(MAKE) --no-print-directory perf PERF_SET=quick PERF_WORKLOADS="gpu churn" PERF_TIMEOUT=30m PERF_ROUNDS=$(or $(ROUNDS),2)
 
 bench-full: $(TOOLS)/etcd
-	$(MAKE) --no-print-directory perf PERF_SET=full PERF_FILTER=full,-slow PERF_WORKLOADS="gpu basic quota" PERF_TIMEOUT=60m PERF_ROUNDS=$(or $(ROUNDS),1)
+	$(MAKE) --no-print-directory perf PERF_SET=full PERF_FILTER=full,-slow PERF_WORKLOADS="gpu basic quota churn" PERF_TIMEOUT=60m PERF_ROUNDS=$(or $(ROUNDS),1)
 
 perf:
 	@PATH="$(TOOLS):$$PATH" GO="$(GO)" WORKLOADS="$(or $(PERF_WORKLOADS),gpu basic)" test/perf/run.sh $(PERF_OUT)/$(PERF_SET) \

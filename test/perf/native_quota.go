@@ -483,11 +483,15 @@ func (pl *QuotaNative) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Po
 	pl.usage.Forget(pod)
 }
 
-// EventsToRegister requeues rejected pods on the events WasmPolicy
-// registers (host/plugin), so that both profiles retry alike.
-func (*QuotaNative) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+// EventsToRegister lists the events that can turn a quota rejection into
+// a fit: a pod of a tenant with a quota deleted from a node or scaled down
+// (its tenant's use, or what the others can lend, went down; an assumed pod
+// that failed to bind comes back as such a deletion), and the rejected
+// pod's own requests changed. The quotas are settings, the rules read
+// nothing of nodes to judge: no other event requeues.
+func (pl *QuotaNative) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.Update}},
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add | fwk.Delete | fwk.Update}},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete | fwk.UpdatePodScaleDown}, QueueingHintFn: pl.quotaPodFreed},
+		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update}, QueueingHintFn: quotaPodUpdated},
 	}, nil
 }

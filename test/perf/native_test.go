@@ -207,6 +207,7 @@ func TestConfig(t *testing.T) {
 	}
 	want := []string{"GPU_default", "GPU_native", "GPU_wasm-go", "GPU_wasm-go_2", "GPU_native_2", "GPU_default_2",
 		"Basic_default", "Basic_native", "Basic_wasm-go", "Basic_wasm-go_2", "Basic_native_2", "Basic_default_2",
+		"Churn_default", "Churn_native", "Churn_wasm-go", "Churn_wasm-go_2", "Churn_native_2", "Churn_default_2",
 		"Quota_default", "Quota_native", "Quota_wasm-go", "Quota_wasm-go_2", "Quota_native_2", "Quota_default_2"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("test cases %v, want %v", names, want)
@@ -237,6 +238,14 @@ func checkSchedulerConfig(t *testing.T, name, path string) {
 	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
 		t.Fatalf("%s: %s: %v", name, path, err)
 	}
+	if strings.HasPrefix(name, "Churn_") {
+		// Batching possible: PodTopologySpread without default constraints.
+		pc := cfg.Profiles[0].PluginConfig
+		if len(pc) == 0 || pc[0].Name != "PodTopologySpread" || pc[0].Args["defaultingType"] != "List" {
+			t.Errorf("%s: plugin config %v, want PodTopologySpread first with defaultingType List", name, pc)
+		}
+		return
+	}
 	if !strings.HasPrefix(name, "Quota_") || strings.HasPrefix(name, "Quota_default") {
 		return
 	}
@@ -266,6 +275,7 @@ func TestSelected(t *testing.T) {
 		"quick,quota,native":  {"native", familyQuota},
 		"quick,gpu,wasm-go":   {"wasm-go", familyGPU},
 		"full,basic,wasm-go":  {"wasm-go", familyGPU},
+		"quick,churn,native":  {"native", familyGPU},
 		"full,-slow":          {"default", "native", "wasm-go", "wasm-tinygo", familyGPU, familyQuota},
 		"full,-wasm-tinygo":   {"default", "native", "wasm-go", familyGPU, familyQuota},
 		"quick,+quota,-basic": {"default", "native", "wasm-go", "wasm-tinygo", familyQuota},

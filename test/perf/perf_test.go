@@ -61,6 +61,12 @@ type schedulerSetup struct {
 	// Policy, Wasm and Settings describe the policy WasmPolicy runs: its
 	// name, module file and settings (JSON, empty for none).
 	Policy, Wasm, Settings string
+	// Batchable turns off PodTopologySpread's system default constraints
+	// (defaultingType List, none), as upstream's batching benchmarks do:
+	// with them PodTopologySpread refuses to sign every pod, and
+	// opportunistic batching never applies. Only the Churn workload sets
+	// it, so that the other workloads stay comparable with their history.
+	Batchable bool
 }
 
 // The families of workloads: GPU and Basic run the gpu rules, Quota the
@@ -68,6 +74,8 @@ type schedulerSetup struct {
 const (
 	familyGPU   = "gpu"
 	familyQuota = "quota"
+	// familyChurn is the gpu family with batching possible (Batchable).
+	familyChurn = "churn"
 )
 
 // profiles returns the profiles to run; wasm-tinygo only when TinyGo can
@@ -105,16 +113,16 @@ func profiles(b *testing.B) []profile {
 // selected reports whether the label filter (-perf-scheduling-label-filter)
 // can select test cases labelled name, a profile or a family: not when it
 // excludes the label, nor when it requires another label of the same kind
-// (gpu and basic are both the gpu family).
+// (gpu, basic and churn are all the gpu family).
 func selected(name string) bool {
-	kinds := [][]string{{"default", "native", "wasm-go", "wasm-tinygo"}, {familyGPU, "basic", familyQuota}}
+	kinds := [][]string{{"default", "native", "wasm-go", "wasm-tinygo"}, {familyGPU, "basic", familyChurn, familyQuota}}
 	for _, l := range strings.Split(perf.PerfSchedulingLabelFilter, ",") {
 		if l == "-"+name {
 			return false
 		}
 		l = strings.TrimPrefix(l, "+")
 		for _, k := range kinds {
-			if slices.Contains(k, name) && slices.Contains(k, l) && l != name && !(name == familyGPU && l == "basic") {
+			if slices.Contains(k, name) && slices.Contains(k, l) && l != name && !(name == familyGPU && (l == "basic" || l == familyChurn)) {
 				return false
 			}
 		}
@@ -158,6 +166,18 @@ func config(b testing.TB, dir string, ps []profile) string {
 			if err := os.WriteFile(filepath.Join(dir, family+"-"+p.Name+".yaml"), buf.Bytes(), 0o644); err != nil {
 				b.Fatal(err)
 			}
+			if family != familyGPU {
+				continue
+			}
+			// The Churn workload: the gpu rules, batching possible.
+			s.Batchable = true
+			buf.Reset()
+			if err := schedulerConfig.Execute(&buf, s); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, familyChurn+"-"+p.Name+".yaml"), buf.Bytes(), 0o644); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 	// Each round runs every profile once, every other round in reverse
@@ -181,12 +201,17 @@ func config(b testing.TB, dir string, ps []profile) string {
 						"SchedulerConfig": filepath.Join(dir, family+"-"+p.Name+".yaml")})
 				}
 			}
+			if _, ok := p.Families[familyGPU]; ok {
+				cases[familyChurn] = append(cases[familyChurn], map[string]string{"Case": name, "Profile": p.Name,
+					"SchedulerConfig": filepath.Join(dir, familyChurn+"-"+p.Name+".yaml")})
+			}
 		}
 	}
 	var buf bytes.Buffer
 	if err := workloads.Execute(&buf, map[string]any{
-		"Testdata": testdata, "Cases": cases[familyGPU], "QuotaCases": cases[familyQuota],
+		"Testdata": testdata, "Cases": cases[familyGPU], "QuotaCases": cases[familyQuota], "ChurnCases": cases[familyChurn],
 		"Rounds": make([]struct{}, 10), "Tenants": quotaTenants, "OverTenant": quotaOverTenant,
+		"ChurnRounds": churnRounds(10), "ChurnNamespaces": churnNamespaces,
 	}); err != nil {
 		b.Fatal(err)
 	}
@@ -207,13 +232,20 @@ profiles:
       enabled:
       - name: {{.Plugin}}
 {{- end}}
-{{- if .Args}}
+{{- if or .Args .Wasm .Batchable}}
   pluginConfig:
+{{- end}}
+{{- if .Batchable}}
+  - name: PodTopologySpread
+    args:
+      defaultingType: List
+      defaultConstraints: []
+{{- end}}
+{{- if .Args}}
   - name: {{.Plugin}}
     args: {{.Args}}
 {{- end}}
 {{- if .Wasm}}
-  pluginConfig:
   - name: WasmPolicy
     args:
       namespace: default
@@ -251,6 +283,18 @@ profiles:
 //     (preemptionPolicy Never): the workload measures placing pods under
 //     quota, not preemption. The barrier and the throughput leave that
 //     tenant out.
+//   - Churn: opportunistic batching and queueing hints under churn. Every
+//     node has GPUs (three quarters 8 A100 80GB, a quarter 8 time-sliced
+//     T4), so that only the gpu rules reject the pending pods: pods that
+//     want an H100 (churnPending), which no node has, rejected on every
+//     node (a node without GPUs would have NodeResourcesFit reject them,
+//     and its hints requeue them on every pod deletion). Once each was
+//     attempted, the measured CPU pods arrive in ten rounds while
+//     churning CPU pods are created and deleted (churnRounds): the
+//     scheduler must place the measured pods while deciding, on each
+//     event, whether to retry the pending ones. Under the default profile
+//     the H100 pods are placed on the A100s: it knows no product rule.
+//     The report reads the batching and requeue counters (counters_test.go).
 var workloads = template.Must(template.New("workloads").Parse(`
 {{- $td := .Testdata}}
 {{- range .Cases}}
@@ -321,6 +365,57 @@ var workloads = template.Must(template.New("workloads").Parse(`
     labels: [performance, full]
     params: {initNodes: 5000, initPods: 1000, measurePods: 10000}
 {{- end}}
+{{- range .ChurnCases}}
+- name: Churn_{{.Case}}
+  labels: [{{.Profile}}, churn]
+  schedulerConfigPath: {{.SchedulerConfig}}
+  defaultPodTemplatePath: {{$td}}/pod-cpu.yaml
+  workloadTemplate:
+  - opcode: createNodes
+    countParam: $a100Nodes
+    nodeTemplatePath: {{$td}}/node-a100.yaml
+  - opcode: createNodes
+    countParam: $t4Nodes
+    nodeTemplatePath: {{$td}}/node-t4-shared.yaml
+  - opcode: createPods
+    countParam: $pending
+    namespace: pending
+    podTemplatePath: {{$td}}/pod-h100.yaml
+    skipWaitToCompletion: true
+  - opcode: barrier
+    namespaces: [pending]
+    stageRequirement: Attempted
+  - opcode: startCollectingMetrics
+    namespaces: [measure]
+{{- range $.ChurnRounds}}
+  - opcode: createPods
+    countParam: $churn
+    namespace: {{.Create}}
+    skipWaitToCompletion: true
+  - opcode: createPods
+    countParam: $measure
+    namespace: measure
+    skipWaitToCompletion: true
+{{- if .Delete}}
+  - opcode: deletePods
+    namespace: {{.Delete}}
+{{- end}}
+{{- end}}
+{{- range $.ChurnNamespaces}}
+  - opcode: deletePods
+    namespace: {{.}}
+{{- end}}
+  - opcode: barrier
+    namespaces: [measure]
+  - opcode: stopCollectingMetrics
+  workloads:
+  - name: 500Nodes
+    labels: [performance, quick]
+    params: {a100Nodes: 375, t4Nodes: 125, pending: 500, churn: 100, measure: 200}
+  - name: 5000Nodes
+    labels: [performance, full]
+    params: {a100Nodes: 3750, t4Nodes: 1250, pending: 2000, churn: 200, measure: 500}
+{{- end}}
 {{- range .QuotaCases}}
 - name: Quota_{{.Case}}
   labels: [{{.Profile}}, quota]
@@ -387,6 +482,10 @@ type extra struct {
 	// Guest is the time spent in each export of the module, summed over
 	// policies: calls and milliseconds.
 	Guest map[string]exportTime `json:"guest,omitempty"`
+	// Counters are the scheduler's batching, queue and attempt counters'
+	// changes over the whole run ("run") and its measured part
+	// ("measured", from the first pod in namespace measure on).
+	Counters map[string]schedCounters `json:"counters,omitempty"`
 }
 
 type exportTime struct {
@@ -428,8 +527,9 @@ func BenchmarkPerfScheduling(b *testing.B) {
 			tCtx.Logf("cannot reset peak RSS: %v", err)
 		}
 		name := tCtx.Name()
+		counters := watchCounters(tCtx)
 		tCtx.Cleanup(func() {
-			x := extra{PeakRSS: peakRSS()}
+			x := extra{PeakRSS: peakRSS(), Counters: counters.stop()}
 			checkPlacements(tCtx, name)
 			mu.Lock()
 			defer mu.Unlock()
@@ -488,6 +588,10 @@ func BenchmarkPerfScheduling(b *testing.B) {
 func checkPlacements(tCtx tContext, name string) {
 	if strings.Contains(name, "/Quota_") {
 		checkQuota(tCtx, name)
+		return
+	}
+	if strings.Contains(name, "/Churn_") {
+		checkChurn(tCtx, name)
 		return
 	}
 	if !strings.Contains(name, "/GPU_") || strings.Contains(name, "/GPU_default") {

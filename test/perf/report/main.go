@@ -2,8 +2,12 @@
 // from the files it left in its -data-items-dir: scheduler_perf's
 // BenchmarkPerfScheduling_benchmark_wasmsched_*.json (the newest) and
 // extra.json. It prints one line per workload and profile with the
-// throughput, then the WASM/native throughput ratio of each workload;
-// with -markdown, the tables of docs/benchmarks.md instead.
+// throughput, one with opportunistic batching (how many attempts used the
+// framework's node hint) and one with requeues (pods moved back to the
+// active or backoff queue by cluster events); then for each workload the
+// WASM/native ratios (throughput, requeues, attempt latency p99) and each
+// profile's throughput against the default scheduler's. With -markdown,
+// the tables of docs/benchmarks.md instead.
 //
 //	go run ./test/perf/report [-markdown] DIR
 package main
@@ -44,6 +48,85 @@ type extra struct {
 		Calls int64   `json:"calls"`
 		Ms    float64 `json:"ms"`
 	} `json:"guest"`
+	// Counters are the scheduler's counters' changes by phase: "run" (the
+	// whole workload) and "measured" (from its first measured pod on).
+	Counters map[string]counters `json:"counters"`
+}
+
+// counters are the scheduler's counters test/perf records (counters_test.go).
+type counters struct {
+	// Batch: scheduler_batch_attempts_total by result.
+	Batch map[string]float64 `json:"batch"`
+	// Flushed: scheduler_batch_cache_flushed_total by reason.
+	Flushed map[string]float64 `json:"flushed"`
+	// Incoming: scheduler_queue_incoming_pods_total by "event queue".
+	Incoming map[string]float64 `json:"incoming"`
+	// Attempts: scheduler_schedule_attempts_total by result.
+	Attempts map[string]float64 `json:"attempts"`
+}
+
+// The events of scheduler_queue_incoming_pods_total that are not requeues:
+// new pods, pods leaving the backoff queue, and pods that failed an attempt
+// entering the unschedulable queue (into the backoff queue they are
+// requeues: an event during the attempt may have helped).
+var notRequeue = map[string]bool{"UnscheduledPodAdd": true, "BackoffComplete": true, "PopFromBackoffQ": true}
+
+// queueing sums up one run's counters: batching from the whole run,
+// requeues from its measured part when it has one.
+type queueing struct {
+	hintUsed, batchAttempts float64
+	flushed                 map[string]float64 // by reason
+	requeues                float64
+	byEvent                 map[string]float64
+	unschedulable           float64 // attempts that found no node
+	phase                   string  // of the requeue counts: "run" or "measured"
+}
+
+func (x extra) queueing() (queueing, bool) {
+	run, ok := x.Counters["run"]
+	if !ok {
+		return queueing{}, false
+	}
+	q := queueing{hintUsed: run.Batch["hint_used"], flushed: run.Flushed, byEvent: map[string]float64{}, phase: "run"}
+	for _, v := range run.Batch {
+		q.batchAttempts += v
+	}
+	c := run
+	if m, ok := x.Counters["measured"]; ok {
+		c, q.phase = m, "measured"
+	}
+	for k, v := range c.Incoming {
+		event, queue, _ := strings.Cut(k, " ")
+		if notRequeue[event] || (event == "ScheduleAttemptFailure" && queue == "unschedulable") {
+			continue
+		}
+		q.requeues += v
+		q.byEvent[event] += v
+	}
+	q.unschedulable = c.Attempts["unschedulable"]
+	return q, true
+}
+
+// events lists the requeues by event, most first: "AssignedPodDelete 812, ...".
+func (q queueing) events() string { return mostFirst(q.byEvent) }
+
+// mostFirst lists counts by name, most first: "a 812, b 3".
+func mostFirst(m map[string]float64) string {
+	names := make([]string, 0, len(m))
+	for e := range m {
+		names = append(names, e)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if m[names[i]] != m[names[j]] {
+			return m[names[i]] > m[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	parts := make([]string, len(names))
+	for i, e := range names {
+		parts[i] = fmt.Sprintf("%s %.0f", e, m[e])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // guestTime lists the time spent in each export, most first:
@@ -68,6 +151,10 @@ type row struct {
 	throughput        map[string]float64 // Average, Perc50, Perc99 pods/s
 	attempt           map[string]float64 // Perc50, Perc99 ms (scheduled)
 	extra             extra              // peak RSS: the largest
+	// queueing is the mean over the runs that recorded counters; hasQueueing
+	// says whether any did.
+	queueing    queueing
+	hasQueueing bool
 }
 
 // run is one run of a workload under a profile.
@@ -206,6 +293,7 @@ func (c *collector) rows() []*row {
 	for _, r := range rows {
 		r.throughput = mean(r.runs, func(rn *run) map[string]float64 { return rn.throughput })
 		r.attempt = mean(r.runs, func(rn *run) map[string]float64 { return rn.attempt })
+		r.queueing, r.hasQueueing = meanQueueing(r.runs)
 		for _, rn := range r.runs {
 			r.extra.PeakRSS = max(r.extra.PeakRSS, rn.extra.PeakRSS)
 			if rn.extra.Instances > 0 {
@@ -222,6 +310,42 @@ func (c *collector) rows() []*row {
 		return slices.Index(profileOrder, rows[i].profile) < slices.Index(profileOrder, rows[j].profile)
 	})
 	return rows
+}
+
+// meanQueueing averages the queueing of the runs that recorded counters.
+func meanQueueing(runs []*run) (queueing, bool) {
+	out := queueing{byEvent: map[string]float64{}, flushed: map[string]float64{}}
+	n := 0
+	for _, rn := range runs {
+		q, ok := rn.extra.queueing()
+		if !ok {
+			continue
+		}
+		n++
+		out.hintUsed += q.hintUsed
+		out.batchAttempts += q.batchAttempts
+		out.requeues += q.requeues
+		out.unschedulable += q.unschedulable
+		out.phase = q.phase
+		for e, v := range q.byEvent {
+			out.byEvent[e] += v
+		}
+		for e, v := range q.flushed {
+			out.flushed[e] += v
+		}
+	}
+	if n == 0 {
+		return out, false
+	}
+	f := 1 / float64(n)
+	out.hintUsed, out.batchAttempts, out.requeues, out.unschedulable = out.hintUsed*f, out.batchAttempts*f, out.requeues*f, out.unschedulable*f
+	for e := range out.byEvent {
+		out.byEvent[e] *= f
+	}
+	for e := range out.flushed {
+		out.flushed[e] *= f
+	}
+	return out, true
 }
 
 // mean averages each value of the runs' data.
@@ -263,7 +387,24 @@ func printSummary(w io.Writer, rows []*row) {
 			r.workload, r.profile, r.throughput["Average"], r.throughput["Perc50"], r.throughput["Perc99"],
 			r.attempt["Perc50"], r.attempt["Perc99"], mib(r.extra.PeakRSS), perRun(r))
 	}
+	for _, r := range rows {
+		if !r.hasQueueing {
+			continue
+		}
+		q := r.queueing
+		flushed := ""
+		if len(q.flushed) > 0 {
+			flushed = " (cache flushed: " + mostFirst(q.flushed) + ")"
+		}
+		fmt.Fprintf(w, "%-26s %-12s batching: %.0f of %.0f attempts used a hint%s\n", r.workload, r.profile, q.hintUsed, q.batchAttempts, flushed)
+		fmt.Fprintf(w, "%-26s %-12s requeues: %.0f (%s part; %.0f unschedulable attempts)%s\n", r.workload, r.profile,
+			q.requeues, q.phase, q.unschedulable, parenthesised(q.events()))
+	}
 	for _, name := range names {
+		prefix := ""
+		if len(names) > 1 {
+			prefix = name + ": "
+		}
 		native := by[name]["native"]
 		for _, p := range profileOrder[2:] {
 			wasm := by[name][p]
@@ -274,13 +415,45 @@ func printSummary(w io.Writer, rows []*row) {
 			if p != "wasm-go" {
 				label = strings.TrimPrefix(p, "wasm-") + " wasm/native"
 			}
-			prefix := ""
-			if len(names) > 1 {
-				prefix = name + ": "
-			}
 			fmt.Fprintf(w, "%s%s throughput ratio: %.2f\n", prefix, label, wasm.throughput["Average"]/native.throughput["Average"])
+			var more []string
+			if wasm.hasQueueing && native.hasQueueing {
+				more = append(more, fmt.Sprintf("requeues %.0f vs %.0f%s", wasm.queueing.requeues, native.queueing.requeues, ratio(wasm.queueing.requeues, native.queueing.requeues)))
+			}
+			if native.attempt["Perc99"] > 0 {
+				more = append(more, fmt.Sprintf("attempt p99 %.2f", wasm.attempt["Perc99"]/native.attempt["Perc99"]))
+			}
+			if len(more) > 0 {
+				fmt.Fprintf(w, "%s%s %s\n", prefix, label, strings.Join(more, ", "))
+			}
+		}
+		if def := by[name]["default"]; def != nil && def.throughput["Average"] > 0 {
+			var parts []string
+			for _, p := range profileOrder[1:] {
+				if r := by[name][p]; r != nil {
+					parts = append(parts, fmt.Sprintf("%s %.2f", p, r.throughput["Average"]/def.throughput["Average"]))
+				}
+			}
+			if len(parts) > 0 {
+				fmt.Fprintf(w, "%sthroughput vs default: %s\n", prefix, strings.Join(parts, ", "))
+			}
 		}
 	}
+}
+
+// ratio is " (a/b x)" when b is not zero.
+func ratio(a, b float64) string {
+	if b == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%.2fx)", a/b)
+}
+
+func parenthesised(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ": " + s
 }
 
 // perRun lists the throughput of each run when there were several.
@@ -299,21 +472,38 @@ func printMarkdown(w io.Writer, rows []*row) {
 	names, by := workloads(rows)
 	for _, name := range names {
 		fmt.Fprintf(w, "### %s\n\n", name)
-		fmt.Fprintln(w, "| profile | pods/s avg | p50 | p99 | attempt p50 (ms) | attempt p99 (ms) | peak RSS (MiB) | vs native | runs (pods/s) |")
-		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---|")
-		native := by[name]["native"]
+		fmt.Fprintln(w, "| profile | pods/s avg | p50 | p99 | attempt p50 (ms) | attempt p99 (ms) | peak RSS (MiB) | vs native | vs default | attempt p99 vs native | batching: hint used / attempts | requeues | runs (pods/s) |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+		native, def := by[name]["native"], by[name]["default"]
 		for _, p := range profileOrder {
 			r := by[name][p]
 			if r == nil {
 				continue
 			}
-			ratio := "-"
+			vsNative, vsDefault, p99 := "-", "-", "-"
 			if native != nil && native.throughput["Average"] > 0 {
-				ratio = fmt.Sprintf("%.2f", r.throughput["Average"]/native.throughput["Average"])
+				vsNative = fmt.Sprintf("%.2f", r.throughput["Average"]/native.throughput["Average"])
 			}
-			fmt.Fprintf(w, "| %s | %.1f | %.1f | %.1f | %.2f | %.2f | %.0f | %s | %s |\n", p,
+			if def != nil && def.throughput["Average"] > 0 {
+				vsDefault = fmt.Sprintf("%.2f", r.throughput["Average"]/def.throughput["Average"])
+			}
+			if native != nil && native.attempt["Perc99"] > 0 {
+				p99 = fmt.Sprintf("%.2f", r.attempt["Perc99"]/native.attempt["Perc99"])
+			}
+			batching, requeues := "-", "-"
+			if r.hasQueueing {
+				batching = fmt.Sprintf("%.0f / %.0f", r.queueing.hintUsed, r.queueing.batchAttempts)
+				requeues = fmt.Sprintf("%.0f", r.queueing.requeues)
+			}
+			fmt.Fprintf(w, "| %s | %.1f | %.1f | %.1f | %.2f | %.2f | %.0f | %s | %s | %s | %s | %s | %s |\n", p,
 				r.throughput["Average"], r.throughput["Perc50"], r.throughput["Perc99"],
-				r.attempt["Perc50"], r.attempt["Perc99"], mib(r.extra.PeakRSS), ratio, strings.TrimPrefix(perRun(r), "  runs: "))
+				r.attempt["Perc50"], r.attempt["Perc99"], mib(r.extra.PeakRSS), vsNative, vsDefault, p99, batching, requeues,
+				strings.TrimPrefix(perRun(r), "  runs: "))
+		}
+		for _, p := range profileOrder {
+			if r := by[name][p]; r != nil && r.hasQueueing && r.queueing.requeues > 0 {
+				fmt.Fprintf(w, "\n%s requeues (%s part) by event: %s; %.0f unschedulable attempts.\n", p, r.queueing.phase, r.queueing.events(), r.queueing.unschedulable)
+			}
 		}
 		for _, p := range profileOrder[2:] {
 			if r := by[name][p]; r != nil && r.extra.Instances > 0 {

@@ -1,0 +1,142 @@
+package perf
+
+import (
+	"context"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+// schedCounters are the scheduler's counters the report reads, summed
+// over profiles (each workload has one). scheduler_perf's own collector
+// reads histograms only.
+type schedCounters struct {
+	// Batch is scheduler_batch_attempts_total by result: hint_used,
+	// hint_not_used, no_hint (opportunistic batching, k8s 1.35+).
+	Batch map[string]float64 `json:"batch,omitempty"`
+	// Flushed is scheduler_batch_cache_flushed_total by reason: why a
+	// cycle's results could not serve the next pod.
+	Flushed map[string]float64 `json:"flushed,omitempty"`
+	// Incoming is scheduler_queue_incoming_pods_total by "event queue":
+	// the pods added to the active, backoff and unschedulable queues, and
+	// why (a cluster event's label, ScheduleAttemptFailure, BackoffComplete,
+	// UnscheduledPodAdd for new pods, ...).
+	Incoming map[string]float64 `json:"incoming,omitempty"`
+	// Attempts is scheduler_schedule_attempts_total by result: scheduled,
+	// unschedulable, error.
+	Attempts map[string]float64 `json:"attempts,omitempty"`
+}
+
+// gatherCounters reads the counters now.
+func gatherCounters() (schedCounters, error) {
+	c := schedCounters{Batch: map[string]float64{}, Flushed: map[string]float64{}, Incoming: map[string]float64{}, Attempts: map[string]float64{}}
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		return c, err
+	}
+	for _, f := range families {
+		var into map[string]float64
+		var keys []string
+		switch f.GetName() {
+		case "scheduler_batch_attempts_total":
+			into, keys = c.Batch, []string{"result"}
+		case "scheduler_batch_cache_flushed_total":
+			into, keys = c.Flushed, []string{"reason"}
+		case "scheduler_queue_incoming_pods_total":
+			into, keys = c.Incoming, []string{"event", "queue"}
+		case "scheduler_schedule_attempts_total":
+			into, keys = c.Attempts, []string{"result"}
+		default:
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			key := labels[keys[0]]
+			for _, k := range keys[1:] {
+				key += " " + labels[k]
+			}
+			into[key] += m.GetCounter().GetValue()
+		}
+	}
+	return c, nil
+}
+
+// since returns c minus an earlier reading, without the zero entries.
+func (c schedCounters) since(earlier schedCounters) schedCounters {
+	sub := func(now, then map[string]float64) map[string]float64 {
+		out := map[string]float64{}
+		for k, v := range now {
+			if d := v - then[k]; d != 0 {
+				out[k] = d
+			}
+		}
+		return out
+	}
+	return schedCounters{Batch: sub(c.Batch, earlier.Batch), Flushed: sub(c.Flushed, earlier.Flushed), Incoming: sub(c.Incoming, earlier.Incoming), Attempts: sub(c.Attempts, earlier.Attempts)}
+}
+
+// measuredNamespace is where the GPU and Churn workloads create their
+// measured pods.
+const measuredNamespace = "measure"
+
+// counterWatch reads the counters at the start of a workload, when its
+// first measured pod appears (if it has a measure namespace) and at the end.
+type counterWatch struct {
+	mu              sync.Mutex
+	start, measured *schedCounters
+	cancel          context.CancelFunc
+}
+
+// watchCounters starts a counterWatch for the workload tCtx runs.
+func watchCounters(tCtx tContext) *counterWatch {
+	w := &counterWatch{}
+	if c, err := gatherCounters(); err != nil {
+		tCtx.Logf("scheduler counters: %v", err)
+	} else {
+		w.start = &c
+	}
+	ctx, cancel := context.WithCancel(tCtx)
+	w.cancel = cancel
+	watch, err := tCtx.Client().CoreV1().Pods(measuredNamespace).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		tCtx.Logf("watch the measured pods: %v", err)
+		return w
+	}
+	go func() {
+		defer watch.Stop()
+		select {
+		case _, ok := <-watch.ResultChan():
+			if !ok {
+				return
+			}
+			if c, err := gatherCounters(); err == nil {
+				w.mu.Lock()
+				w.measured = &c
+				w.mu.Unlock()
+			}
+		case <-ctx.Done():
+		}
+	}()
+	return w
+}
+
+// stop returns the counters' changes over the whole workload ("run") and
+// from the first measured pod on ("measured", when there was one).
+func (w *counterWatch) stop() map[string]schedCounters {
+	w.cancel()
+	end, err := gatherCounters()
+	if err != nil || w.start == nil {
+		return nil
+	}
+	out := map[string]schedCounters{"run": end.since(*w.start)}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.measured != nil {
+		out["measured"] = end.since(*w.measured)
+	}
+	return out
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestQueueing checks what counts as a requeue and the batching and
+// requeue lines built from test/perf's counters.
+func TestQueueing(t *testing.T) {
+	x := extra{Counters: map[string]counters{
+		"run": {
+			Batch:    map[string]float64{"hint_used": 30, "hint_not_used": 2, "no_hint": 8},
+			Incoming: map[string]float64{"AssignedPodDelete backoff": 99},
+		},
+		"measured": {
+			Incoming: map[string]float64{
+				"UnscheduledPodAdd active": 2000, "BackoffComplete active": 40, "PopFromBackoffQ active": 1,
+				"ScheduleAttemptFailure unschedulable": 500, "ScheduleAttemptFailure backoff": 7,
+				"AssignedPodDelete backoff": 20, "AssignedPodAdd active": 3,
+			},
+			Attempts: map[string]float64{"scheduled": 2000, "unschedulable": 507},
+		},
+	}}
+	q, ok := x.queueing()
+	if !ok || q.hintUsed != 30 || q.batchAttempts != 40 || q.requeues != 30 || q.unschedulable != 507 || q.phase != "measured" {
+		t.Fatalf("queueing %+v, %v", q, ok)
+	}
+	if got, want := q.events(), "AssignedPodDelete 20, ScheduleAttemptFailure 7, AssignedPodAdd 3"; got != want {
+		t.Errorf("events %q, want %q", got, want)
+	}
+	r := &row{workload: "Churn 500Nodes", profile: "native", runs: []*run{{extra: x}, {extra: extra{}}}}
+	r.queueing, r.hasQueueing = meanQueueing(r.runs)
+	var out bytes.Buffer
+	printSummary(&out, []*row{r})
+	for _, want := range []string{"batching: 30 of 40 attempts used a hint", "requeues: 30 (measured part; 507 unschedulable attempts): AssignedPodDelete 20"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, out.String())
+		}
+	}
+}
