@@ -238,12 +238,10 @@ func checkSchedulerConfig(t *testing.T, name, path string) {
 	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
 		t.Fatalf("%s: %s: %v", name, path, err)
 	}
-	if strings.HasPrefix(name, "Churn_") {
-		// Batching possible: PodTopologySpread without default constraints.
-		pc := cfg.Profiles[0].PluginConfig
-		if len(pc) == 0 || pc[0].Name != "PodTopologySpread" || pc[0].Args["defaultingType"] != "List" {
-			t.Errorf("%s: plugin config %v, want PodTopologySpread first with defaultingType List", name, pc)
-		}
+	// Batching possible: PodTopologySpread without default constraints.
+	pc := cfg.Profiles[0].PluginConfig
+	if len(pc) == 0 || pc[0].Name != "PodTopologySpread" || pc[0].Args["defaultingType"] != "List" {
+		t.Errorf("%s: plugin config %v, want PodTopologySpread first with defaultingType List", name, pc)
 		return
 	}
 	if !strings.HasPrefix(name, "Quota_") || strings.HasPrefix(name, "Quota_default") {
@@ -253,7 +251,7 @@ func checkSchedulerConfig(t *testing.T, name, path string) {
 	if err := json.Unmarshal([]byte(quotaSettings), &want); err != nil {
 		t.Fatal(err)
 	}
-	pc := cfg.Profiles[0].PluginConfig
+	pc = pc[1:]
 	if len(pc) != 1 {
 		t.Fatalf("%s: plugin config %v", name, pc)
 	}
