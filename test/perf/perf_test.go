@@ -296,6 +296,11 @@ profiles:
 //     event, whether to retry the pending ones. Under the default profile
 //     the H100 pods are placed on the A100s: it knows no product rule.
 //     The report reads the batching and requeue counters (counters_test.go).
+//
+// Every createPods sets signatureBatchSize beyond its count: scheduler_perf
+// otherwise labels each pod "signature: signature-label-<index>", and
+// InterPodAffinity signs pod labels, so no two pods would share a
+// signature and batching could never apply.
 var workloads = template.Must(template.New("workloads").Parse(`
 {{- $td := .Testdata}}
 {{- range .Cases}}
@@ -314,21 +319,25 @@ var workloads = template.Must(template.New("workloads").Parse(`
     countParam: $t4Nodes
     nodeTemplatePath: {{$td}}/node-t4-shared.yaml
   - opcode: createPods
+    signatureBatchSize: 1000000
     countParam: $initPods
   - opcode: startCollectingMetrics
     namespaces: [measure]
 {{- range $.Rounds}}
   - opcode: createPods
+    signatureBatchSize: 1000000
     countParam: $train
     namespace: measure
     podTemplatePath: {{$td}}/pod-train.yaml
     skipWaitToCompletion: true
   - opcode: createPods
+    signatureBatchSize: 1000000
     countParam: $notebook
     namespace: measure
     podTemplatePath: {{$td}}/pod-notebook.yaml
     skipWaitToCompletion: true
   - opcode: createPods
+    signatureBatchSize: 1000000
     countParam: $cpu
     namespace: measure
     skipWaitToCompletion: true
@@ -354,8 +363,10 @@ var workloads = template.Must(template.New("workloads").Parse(`
     countParam: $initNodes
     nodeTemplatePath: {{$td}}/node-cpu.yaml
   - opcode: createPods
+    signatureBatchSize: 1000000
     countParam: $initPods
   - opcode: createPods
+    signatureBatchSize: 1000000
     countParam: $measurePods
     collectMetrics: true
   workloads:
@@ -379,6 +390,7 @@ var workloads = template.Must(template.New("workloads").Parse(`
     countParam: $t4Nodes
     nodeTemplatePath: {{$td}}/node-t4-shared.yaml
   - opcode: createPods
+    signatureBatchSize: 1000000
     countParam: $pending
     namespace: pending
     podTemplatePath: {{$td}}/pod-h100.yaml
@@ -390,10 +402,12 @@ var workloads = template.Must(template.New("workloads").Parse(`
     namespaces: [measure]
 {{- range $.ChurnRounds}}
   - opcode: createPods
+    signatureBatchSize: 1000000
     countParam: $churn
     namespace: {{.Create}}
     skipWaitToCompletion: true
   - opcode: createPods
+    signatureBatchSize: 1000000
     countParam: $measure
     namespace: measure
     skipWaitToCompletion: true
@@ -428,10 +442,12 @@ var workloads = template.Must(template.New("workloads").Parse(`
     nodeTemplatePath: {{$td}}/node-cpu.yaml
 {{- range $.Tenants}}
   - opcode: createPods
+    signatureBatchSize: 1000000
     countParam: $initPods
     namespace: {{.}}
 {{- end}}
   - opcode: createPods
+    signatureBatchSize: 1000000
     countParam: $overInitPods
     namespace: {{$.OverTenant}}
   - opcode: startCollectingMetrics
@@ -439,11 +455,13 @@ var workloads = template.Must(template.New("workloads").Parse(`
 {{- range $.Rounds}}
 {{- range $.Tenants}}
   - opcode: createPods
+    signatureBatchSize: 1000000
     countParam: $measure
     namespace: {{.}}
     skipWaitToCompletion: true
 {{- end}}
   - opcode: createPods
+    signatureBatchSize: 1000000
     countParam: $over
     namespace: {{$.OverTenant}}
     podTemplatePath: {{$td}}/pod-over.yaml
