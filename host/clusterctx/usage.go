@@ -36,6 +36,29 @@ type Usage struct {
 	tenants map[tenantKey]*tenant
 	log     []tenantRecord
 	seq     uint64
+
+	// onRelease are called, outside the lock, after a pod stopped
+	// counting (deleted, terminated, unreserved).
+	listeners sync.Mutex
+	onRelease []func()
+}
+
+// OnRelease calls fn, on the goroutine that recorded it, after any pod
+// stops counting in the usage: what a policy refused for want of quota may
+// fit now. fn must be quick.
+func (u *Usage) OnRelease(fn func()) {
+	u.listeners.Lock()
+	defer u.listeners.Unlock()
+	u.onRelease = append(u.onRelease, fn)
+}
+
+func (u *Usage) released() {
+	u.listeners.Lock()
+	fns := u.onRelease
+	u.listeners.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
 }
 
 type podRecord struct {
@@ -116,20 +139,28 @@ func (u *Usage) Assume(pod *v1.Pod) {
 // informer saw it bound.
 func (u *Usage) Forget(pod *v1.Pod) {
 	u.mu.Lock()
-	defer u.mu.Unlock()
+	released := false
 	if p := u.pods[pod.UID]; p != nil {
 		p.assumed = false
-		u.recount(pod.UID, p, p.requests, p.labels)
+		released = u.recount(pod.UID, p, p.requests, p.labels)
+	}
+	u.mu.Unlock()
+	if released {
+		u.released()
 	}
 }
 
 // Delete forgets a pod (informer delete).
 func (u *Usage) Delete(pod *v1.Pod) {
 	u.mu.Lock()
-	defer u.mu.Unlock()
+	released := false
 	if p := u.pods[pod.UID]; p != nil {
 		p.bound, p.assumed = false, false
-		u.recount(pod.UID, p, p.requests, p.labels)
+		released = u.recount(pod.UID, p, p.requests, p.labels)
+	}
+	u.mu.Unlock()
+	if released {
+		u.released()
 	}
 }
 
@@ -169,25 +200,29 @@ func terminated(pod *v1.Pod) bool {
 func (u *Usage) update(pod *v1.Pod, change func(p *podRecord, over bool)) {
 	reqs := convert.PodRequests(pod)
 	u.mu.Lock()
-	defer u.mu.Unlock()
 	p := u.pods[pod.UID]
 	if p == nil {
 		p = &podRecord{namespace: pod.Namespace}
 		u.pods[pod.UID] = p
 	}
 	change(p, terminated(pod))
-	u.recount(pod.UID, p, reqs, pod.Labels)
+	released := u.recount(pod.UID, p, reqs, pod.Labels)
+	u.mu.Unlock()
+	if released {
+		u.released()
+	}
 }
 
 // recount moves p's contribution from what it was to what it is now, with
 // requests reqs and labels: removed while counted with the old requests and
 // labels, added back with the new. A record counting nothing is dropped.
-// u.mu is held.
-func (u *Usage) recount(uid types.UID, p *podRecord, reqs *abiv1.Resources, labels map[string]string) {
+// It reports whether the pod stopped counting. u.mu is held.
+func (u *Usage) recount(uid types.UID, p *podRecord, reqs *abiv1.Resources, labels map[string]string) (released bool) {
 	counted := p.bound || p.assumed
 	if p.counted && (!counted || !sameResources(p.requests, reqs) || !sameWatched(u.keys, p.labels, labels)) {
 		u.charge(p, -1)
 		p.counted = false
+		released = !counted
 	}
 	p.requests, p.labels = reqs, labels
 	if counted && !p.counted {
@@ -197,6 +232,7 @@ func (u *Usage) recount(uid types.UID, p *podRecord, reqs *abiv1.Resources, labe
 	if !counted {
 		delete(u.pods, uid)
 	}
+	return released
 }
 
 // charge adds (sign 1) or removes (sign -1) p's requests to or from its

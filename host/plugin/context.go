@@ -82,6 +82,23 @@ func (c *clusterContext) watch(st *clusterctx.Store) {
 	})
 }
 
+// tenantUsage stands, among the kinds whose changes requeue pods, for the
+// tenant usage: a pod stopped counting in it.
+var tenantUsage = clusterctx.Kind{Resource: "(tenant usage)"}
+
+// watchUsage makes a pod that stops counting in u requeue the pods refused
+// by policies that read tenant usage: the pod event that freed the quota
+// may have reached the queueing hints before the usage counted it, and the
+// retry it caused was refused on the old count.
+func (c *clusterContext) watchUsage(u *clusterctx.Usage) {
+	u.OnRelease(func() {
+		c.requeuers.Range(func(_, fn any) bool {
+			fn.(func(clusterctx.Kind))(tenantUsage)
+			return true
+		})
+	})
+}
+
 // subscribe makes the pods pl rejected follow changes of the cluster
 // objects their policies read, with the requeues coalesced per kind; the
 // returned function undoes it.
@@ -253,7 +270,9 @@ func bindContext(ctx context.Context, cc *clusterContext, pa *PolicyArgs, p *pol
 		for _, key := range keys {
 			b.Usage.WatchKey(key)
 		}
-		cc.usage.Store(b.Usage)
+		if cc.usage.Swap(b.Usage) != b.Usage {
+			cc.watchUsage(b.Usage)
+		}
 	}
 	return p.Bind(b)
 }

@@ -143,16 +143,30 @@ func (pl *Plugin) requeueRejectedBy(names ...string) {
 }
 
 // requeueForObjects activates the pods rejected by a policy that reads
-// objects of kind and declared no requeue events or declared objects.
+// objects of kind and declared no requeue events or declared objects; for
+// tenantUsage, by a policy that reads tenant usage and declared no requeue
+// events or pod deletions.
 func (pl *Plugin) requeueForObjects(kind clusterctx.Kind) {
 	r := pl.currentRoster()
-	pl.activate("objects", func(rej *rejection) bool {
+	cause := "objects"
+	if kind == tenantUsage {
+		cause = "usage"
+	}
+	pl.activate(cause, func(rej *rejection) bool {
 		for _, name := range rej.list() {
 			v := r.version(name)
 			if v == nil {
 				return true
 			}
-			if req := v.Info().GetRequeue(); req != nil && !req.GetObjects() {
+			req := v.Info().GetRequeue()
+			if kind == tenantUsage {
+				info := v.Info()
+				if (info.GetWantsNamespaceUsage() || len(info.GetUsageLabelKeys()) > 0) && (req == nil || req.GetPodDeleted() != nil) {
+					return true
+				}
+				continue
+			}
+			if req != nil && !req.GetObjects() {
 				continue
 			}
 			if slices.Contains(v.ContextKinds(), kind) {
