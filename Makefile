@@ -35,6 +35,9 @@ TEST_TIMEOUT  ?= 30m
 # Every package of the workspace (go.work): ./... stops at the go.mod of
 # each SDK module, so they are named.
 PKGS          := ./... ./abi/... ./guest/...
+# Processes running test/e2e's tests side by side in make test (see test:).
+E2E_PROCS     ?= 2
+TEST_CLAIMS   := WASMSCHED_TEST_CLAIMS
 RACE_PKGS     := ./host ./host/compose ./host/convert ./host/engine ./host/eval ./host/interrupt ./host/plugin ./host/policy ./host/pool
 
 .PHONY: minors default-minor smoke k8s-mods check-k8s-mods all build build-cli build-up build-scheduler examples test-scenarios generate generate-abi generate-deepcopy check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo examples-tinygo test-tinygo sdk-proxy sdk-tidy
@@ -166,7 +169,18 @@ test: default-minor vet
 	@# test/e2e runs kube-scheduler built with -race (failover, load): compile
 	@# it here, so that its tests only link it, within their timeout.
 	$(GO) build -race -o /dev/null ./cmd/kube-scheduler
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	@# test/e2e's tests mostly wait on control planes and schedulers (a
+	@# process of them keeps about a quarter of 2 cores busy): E2E_PROCS-1
+	@# more processes of them run beside go test's, each test in the first
+	@# process to claim it (testwasm.EnvClaims, test/e2e's TestMain).
+	@claims=$$(mktemp -d) && pids= && rc=0; \
+	for i in $$(seq 2 $(E2E_PROCS)); do \
+	  echo "$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ &"; \
+	  $(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ & pids="$$pids $$!"; \
+	done; \
+	echo "$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)"; \
+	$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS) || rc=1; \
+	for p in $$pids; do wait $$p || rc=1; done; rm -rf $$claims; exit $$rc
 	@# The race detector on the host packages that run guests; host/source's
 	@# tests start a control plane, too costly to build with -race on 2 cores.
 	$(GO) test -count=1 -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
