@@ -113,11 +113,22 @@ $(BIN)/policies/%.tinygo.wasm: FORCE
 ## example's scenario files), on the modules `make examples-tinygo` wrote; a
 ## missing toolchain fails them
 test-tinygo: examples-tinygo build-cli
+	@# Its parts side by side, each one's output kept together: they are
+	@# mostly single-threaded TinyGo builds (cmd/wasmsched's) or waits on a
+	@# control plane.
+	@$(MAKE) --no-print-directory -j4 --output-sync=target $(TINYGO_TESTS)
+
+TINYGO_TESTS := tinygo-examples tinygo-e2e tinygo-cli tinygo-scenarios
+.PHONY: $(TINYGO_TESTS)
+tinygo-examples:
 	WASMSCHED_REQUIRE_TINYGO=1 WASMSCHED_TINYGO_MODULES=$(BIN)/policies \
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestREADME$$' ./examples/...
+tinygo-e2e:
 	WASMSCHED_REQUIRE_TINYGO=1 WASMSCHED_TINYGO_MODULES=$(BIN)/policies \
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestExample.*TinyGo$$' ./test/e2e/
+tinygo-cli:
 	WASMSCHED_REQUIRE_TINYGO=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestEvalStackOverflow|TestNewProjectTinyGo|TestGuideStartTinyGo)$$' ./cmd/wasmsched/
+tinygo-scenarios:
 	@# Every example's scenarios on its TinyGo build.
 	@set -e; for e in $(EXAMPLES); do \
 	  echo "$(BIN)/wasmsched test --policy $$e=$(BIN)/policies/$$e.tinygo.wasm examples/$$e/scenarios"; \
