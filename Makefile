@@ -213,7 +213,9 @@ default-minor:
 ## loads the same files), and every bin/<minor>/kube-scheduler is run
 ## against its API server for the version-skew check. Builds
 ## bin/$(K8S)/kube-scheduler first, and ends with make run's demo on
-## bin/$(K8S)/wasmsched-up (--demo --exit: every pod as expected).
+## bin/$(K8S)/wasmsched-up (--demo --exit: every pod as expected), its
+## kubeconfig and logs in bin/$(K8S)/up, so that the smoke runs of several
+## minors may go side by side (.ci/run).
 smoke:
 	@for m in $(addprefix $(BIN)/policies/,$(addsuffix .wasm,$(EXAMPLES)) gpu.tinygo.wasm); do \
 	  test -f $$m || { echo "$$m is missing: make examples examples-tinygo writes the modules make smoke loads" >&2; exit 1; }; done
@@ -223,7 +225,7 @@ smoke:
 	  WASMSCHED_SKEW_SCHEDULERS="$$(ls $(BIN)/1.*/kube-scheduler)" \
 	  $(KGO) test $(KFLAGS) -count=1 -timeout $(TEST_TIMEOUT) -run '^TestSmoke' -v ./test/e2e/
 	$(MAKE) --no-print-directory build-up UP_OUT=$(BIN)/$(K8S)/wasmsched-up
-	$(BIN)/$(K8S)/wasmsched-up --demo --exit --policies $(BIN)/policies
+	$(BIN)/$(K8S)/wasmsched-up --demo --exit --policies $(BIN)/policies --dir $(BIN)/$(K8S)/up
 
 ## k8s-mods: regenerate k8s/<minor>.mod and .sum from go.mod (after any
 ## change to go.mod's requirements); K8S_MODS=MINOR=VERSION (1.36=v1.36.4)
