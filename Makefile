@@ -35,6 +35,9 @@ TEST_TIMEOUT  ?= 30m
 # Every package of the workspace (go.work): ./... stops at the go.mod of
 # each SDK module, so they are named.
 PKGS          := ./... ./abi/... ./guest/...
+# Processes running test/e2e's tests side by side in make test (see test:).
+E2E_PROCS     ?= 2
+TEST_CLAIMS   := WASMSCHED_TEST_CLAIMS
 RACE_PKGS     := ./host ./host/compose ./host/convert ./host/engine ./host/eval ./host/interrupt ./host/plugin ./host/policy ./host/pool
 
 .PHONY: minors default-minor smoke k8s-mods check-k8s-mods all build build-cli build-up build-scheduler examples test-scenarios generate generate-abi generate-deepcopy check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo examples-tinygo test-tinygo sdk-proxy sdk-tidy
@@ -110,11 +113,22 @@ $(BIN)/policies/%.tinygo.wasm: FORCE
 ## example's scenario files), on the modules `make examples-tinygo` wrote; a
 ## missing toolchain fails them
 test-tinygo: examples-tinygo build-cli
+	@# Its parts side by side, each one's output kept together: they are
+	@# mostly single-threaded TinyGo builds (cmd/wasmsched's) or waits on a
+	@# control plane.
+	@$(MAKE) --no-print-directory -j4 --output-sync=target $(TINYGO_TESTS)
+
+TINYGO_TESTS := tinygo-examples tinygo-e2e tinygo-cli tinygo-scenarios
+.PHONY: $(TINYGO_TESTS)
+tinygo-examples:
 	WASMSCHED_REQUIRE_TINYGO=1 WASMSCHED_TINYGO_MODULES=$(BIN)/policies \
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestREADME$$' ./examples/...
+tinygo-e2e:
 	WASMSCHED_REQUIRE_TINYGO=1 WASMSCHED_TINYGO_MODULES=$(BIN)/policies \
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestExample.*TinyGo$$' ./test/e2e/
+tinygo-cli:
 	WASMSCHED_REQUIRE_TINYGO=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestEvalStackOverflow|TestNewProjectTinyGo|TestGuideStartTinyGo)$$' ./cmd/wasmsched/
+tinygo-scenarios:
 	@# Every example's scenarios on its TinyGo build.
 	@set -e; for e in $(EXAMPLES); do \
 	  echo "$(BIN)/wasmsched test --policy $$e=$(BIN)/policies/$$e.tinygo.wasm examples/$$e/scenarios"; \
@@ -166,7 +180,18 @@ test: default-minor vet
 	@# test/e2e runs kube-scheduler built with -race (failover, load): compile
 	@# it here, so that its tests only link it, within their timeout.
 	$(GO) build -race -o /dev/null ./cmd/kube-scheduler
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	@# test/e2e's tests mostly wait on control planes and schedulers (a
+	@# process of them keeps about a quarter of 2 cores busy): E2E_PROCS-1
+	@# more processes of them run beside go test's, each test in the first
+	@# process to claim it (testwasm.EnvClaims, test/e2e's TestMain).
+	@claims=$$(mktemp -d) && pids= && rc=0; \
+	for i in $$(seq 2 $(E2E_PROCS)); do \
+	  echo "$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ &"; \
+	  $(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ & pids="$$pids $$!"; \
+	done; \
+	echo "$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)"; \
+	$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS) || rc=1; \
+	for p in $$pids; do wait $$p || rc=1; done; rm -rf $$claims; exit $$rc
 	@# The race detector on the host packages that run guests; host/source's
 	@# tests start a control plane, too costly to build with -race on 2 cores.
 	$(GO) test -count=1 -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
@@ -188,7 +213,9 @@ default-minor:
 ## loads the same files), and every bin/<minor>/kube-scheduler is run
 ## against its API server for the version-skew check. Builds
 ## bin/$(K8S)/kube-scheduler first, and ends with make run's demo on
-## bin/$(K8S)/wasmsched-up (--demo --exit: every pod as expected).
+## bin/$(K8S)/wasmsched-up (--demo --exit: every pod as expected), its
+## kubeconfig and logs in bin/$(K8S)/up, so that the smoke runs of several
+## minors may go side by side (.ci/run).
 smoke:
 	@for m in $(addprefix $(BIN)/policies/,$(addsuffix .wasm,$(EXAMPLES)) gpu.tinygo.wasm); do \
 	  test -f $$m || { echo "$$m is missing: make examples examples-tinygo writes the modules make smoke loads" >&2; exit 1; }; done
@@ -198,7 +225,7 @@ smoke:
 	  WASMSCHED_SKEW_SCHEDULERS="$$(ls $(BIN)/1.*/kube-scheduler)" \
 	  $(KGO) test $(KFLAGS) -count=1 -timeout $(TEST_TIMEOUT) -run '^TestSmoke' -v ./test/e2e/
 	$(MAKE) --no-print-directory build-up UP_OUT=$(BIN)/$(K8S)/wasmsched-up
-	$(BIN)/$(K8S)/wasmsched-up --demo --exit --policies $(BIN)/policies
+	$(BIN)/$(K8S)/wasmsched-up --demo --exit --policies $(BIN)/policies --dir $(BIN)/$(K8S)/up
 
 ## k8s-mods: regenerate k8s/<minor>.mod and .sum from go.mod (after any
 ## change to go.mod's requirements); K8S_MODS=MINOR=VERSION (1.36=v1.36.4)

@@ -131,8 +131,10 @@ func TestEvalHostileGuests(t *testing.T) {
 // Endless recursion is a stack overflow, reported as such, in a Go guest
 // (the host's limit on the wasm call stack) and in a TinyGo guest (its own
 // stack, first in linear memory, runs out: an access below address 0). The
-// TinyGo case runs where the toolchain is installed (`make test-tinygo`).
+// TinyGo case runs where the toolchain is installed (`make test-tinygo`), in
+// parallel with the other TinyGo tests.
 func TestEvalStackOverflow(t *testing.T) {
+	t.Parallel()
 	pod, nodes := testdata(t, "pod.yaml"), testdata(t, "nodes.yaml")
 	for _, tc := range []struct{ name, want string }{
 		{"Go", `^wasmsched eval: policy \S+@[0-9a-f]{12}: filter: stack overflow: the call stack went past its limit of 512 KiB \(and 2 more policy failures\)$`},

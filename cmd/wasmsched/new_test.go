@@ -79,8 +79,10 @@ func TestNewProject(t *testing.T) {
 
 // TestNewProjectTinyGo: the same project built with TinyGo by its own
 // Makefile (this machine's toolchain needs its target file) passes the same
-// scenarios. Run by make test-tinygo.
+// scenarios. Run by make test-tinygo, in parallel with the other TinyGo
+// tests: a TinyGo build keeps one core busy for about 15 s.
 func TestNewProjectTinyGo(t *testing.T) {
+	t.Parallel()
 	tinygo := testwasm.TinyGo(t)
 	dir := newProject(t)
 	root := testwasm.Root(t)
@@ -167,8 +169,10 @@ func TestGuideStart(t *testing.T) {
 
 // TestGuideStartTinyGo: the guide's TinyGo block, in the project its first
 // block makes, with this machine's toolchain (and its target file) as the
-// guide says to name one. Run by make test-tinygo.
+// guide says to name one. Run by make test-tinygo, in parallel with the
+// other TinyGo tests.
 func TestGuideStartTinyGo(t *testing.T) {
+	t.Parallel()
 	tinygo := testwasm.TinyGo(t)
 	home := t.TempDir()
 	blocks := guideStart(t)

@@ -19,6 +19,7 @@ import (
 // The demo of `make run` (wasmsched-up --demo) ends as expected: gpu, zone
 // and gang place and hold pods as designed.
 func TestDemo(t *testing.T) {
+	testwasm.Claim(t)
 	dir := t.TempDir()
 	for _, p := range demo.Policies {
 		if err := os.Symlink(testwasm.Path(t, "examples/"+p.Name), filepath.Join(dir, p.Name+".wasm")); err != nil {

@@ -23,6 +23,15 @@ import (
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
+// TestMain: make test runs this package's tests in two processes side by
+// side, sharing a claims directory (testwasm.EnvClaims), because they mostly
+// wait on control planes and schedulers. Each test runs in one of them:
+// startCluster claims the test for its process (testwasm.Claim) or skips it
+// when the other process has it. A test that does something costly before
+// startCluster, or never calls it, begins with testwasm.Claim(t) itself; one
+// that forgets runs in both processes, which costs time and loses nothing.
+// Every test process has its own metrics registry, compilation cache and
+// ProcessDir; schedulerBinary's race build is shared (testwasm.SharedDir).
 func TestMain(m *testing.M) { testwasm.Main(m, controlplane.QuietLogs) }
 
 // policy is one WasmPolicy entry for a test's scheduler configuration.
@@ -120,9 +129,12 @@ func schedulerConfig(t *testing.T, dir, kubeconfig string, policies []policy, tw
 }
 
 // startCluster starts a control plane and, unless policies is nil, an
-// in-process scheduler with them (its configuration edited by tweaks).
+// in-process scheduler with them (its configuration edited by tweaks). It
+// first claims the test for this process, skipping it when another process
+// running these tests has it (see TestMain).
 func startCluster(t *testing.T, policies []policy, tweaks ...func(cfg map[string]any)) *cluster {
 	t.Helper()
+	testwasm.Claim(t)
 	ctx := context.Background()
 	cp, err := controlplane.Start(ctx, controlplane.Options{TB: t})
 	if err != nil {

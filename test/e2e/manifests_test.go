@@ -43,17 +43,24 @@ var schedulerBin struct {
 // schedulerBinary returns cmd/kube-scheduler built with the race detector,
 // so that the host packages run under it in every test that starts the
 // binary (see [replica] for how a race fails a test). The first call builds
-// it (about 30 s warm, minutes cold) into testwasm.ProcessDir, which
-// testwasm.Main removes when the test process ends. Tests that need it are
-// skipped with -short.
+// it (about 30 s warm, minutes cold) into testwasm.SharedDir: the process's
+// own directory, which testwasm.Main removes when the test process ends, or
+// the one the processes running these tests side by side share (make
+// test), where the first to get the lock builds it for all. Tests that need
+// it are skipped with -short.
 func schedulerBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the kube-scheduler binary")
 	}
-	dir := testwasm.ProcessDir(t)
+	dir := testwasm.SharedDir(t)
 	schedulerBin.once.Do(func() {
 		path := filepath.Join(dir, "kube-scheduler")
+		defer testwasm.Lock(t, path+".lock")()
+		if _, err := os.Stat(path + ".built"); err == nil {
+			schedulerBin.path = path // another process built it
+			return
+		}
 		start := time.Now()
 		build := exec.Command("make", "-s", "--no-print-directory", "build-scheduler", "SCHEDULER_OUT="+path, "SCHEDULER_FLAGS=-race",
 			"SCHEDULER_LDFLAGS=-X github.com/tetratelabs/wazero/internal/version.version="+wazeroVersion())
@@ -62,11 +69,18 @@ func schedulerBinary(t *testing.T) string {
 			schedulerBin.err = fmt.Errorf("build kube-scheduler -race: %v\n%s", err, out)
 			return
 		}
+		if err := os.WriteFile(path+".built", nil, 0o644); err != nil {
+			schedulerBin.err = err
+			return
+		}
 		t.Logf("built kube-scheduler with -race in %v", time.Since(start).Round(time.Second))
 		schedulerBin.path = path
 	})
 	if schedulerBin.err != nil {
 		t.Fatal(schedulerBin.err)
+	}
+	if schedulerBin.path == "" {
+		t.Fatal("the kube-scheduler build failed in an earlier test")
 	}
 	return schedulerBin.path
 }
@@ -199,6 +213,7 @@ func TestManifestsApply(t *testing.T) {
 // The built kube-scheduler binary runs from a configuration file as a
 // separate process and schedules a pod through a WASM policy.
 func TestKubeSchedulerBinary(t *testing.T) {
+	testwasm.Claim(t)
 	bin := schedulerBinary(t)
 	out, err := exec.Command(bin, "--version").CombinedOutput()
 	if want := "Kubernetes v" + skew.Minor + "."; err != nil || !strings.Contains(string(out), want) {

@@ -32,6 +32,7 @@ import (
 // (a skip). Only series of this test's policies count: the in-process
 // scheduler shares the test binary's registry with other tests.
 func TestDocumentedMetrics(t *testing.T) {
+	testwasm.Claim(t)
 	documented := documentedMetrics(t)
 	if len(documented) < 10 {
 		t.Fatalf("found %d metrics in the operator's guide (%v): is its table still where documentedMetrics looks?", len(documented), documented)

@@ -67,6 +67,7 @@ func grants(rules []rbacv1.PolicyRule) map[string]bool {
 // writes its status (as the lease holder), takes its lease and binds a
 // pod.
 func TestLeastPrivilege(t *testing.T) {
+	testwasm.Claim(t)
 	cp, err := controlplane.Start(context.Background(), controlplane.Options{TB: t, Authorization: "Node,RBAC"})
 	if err != nil {
 		t.Fatalf("control plane: %v", err)

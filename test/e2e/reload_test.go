@@ -140,6 +140,7 @@ func (c *cluster) waitStatus(policy string, timeout time.Duration, done func(plu
 // the versions allows, the corrupt uploads are rejected with Events, and
 // the last good version keeps serving.
 func TestHotReloadUnderLoad(t *testing.T) {
+	testwasm.Claim(t)
 	a, b := testwasm.Bytes(t, "test/guests/versions/a"), testwasm.Bytes(t, "test/guests/versions/b")
 	c := startCluster(t, nil)
 	c.namespace(policyNamespace)
@@ -278,6 +279,7 @@ func TestShadowMode(t *testing.T) {
 // version uploaded then serves well before that deadline, and the probe is
 // reported superseded: never serving, never rejected.
 func TestReloadSupersedesSlowLoad(t *testing.T) {
+	testwasm.Claim(t)
 	a, b := testwasm.Bytes(t, "test/guests/versions/a"), testwasm.Bytes(t, "test/guests/versions/b")
 	slow := testwasm.Bytes(t, "test/guests/probe")
 	c := startCluster(t, nil)

@@ -27,6 +27,7 @@ import (
 // failurePolicy Fail and Ignore; the TinyGo build of an example; a policy
 // served from ConfigMaps and hot-reloaded.
 func TestSmoke(t *testing.T) {
+	testwasm.Claim(t)
 	t.Logf("Kubernetes %s", skew.Minor)
 	hc := hostileCaseNamed(t, "filter-panic")
 	composed := []policy{
