@@ -237,9 +237,8 @@ fuzz-long:
 ## gpu plugin, gpu policy through WasmPolicy built with Go and, when `make
 ## tinygo` installed it, TinyGo), two rounds; one line per profile and the
 ## wasm/native throughput ratio. Results and logs in bin/perf/quick.
-## bench-full: the 5000-node workloads (gpu, basic, quota), one round (bin/perf/full), without
-## the GPU mix under TinyGo (labelled slow: PERF_FLAGS=-perf-scheduling-label-filter=full
-## includes it).
+## bench-full: the 5000-node workloads (gpu, basic, quota), one round (bin/perf/full), every
+## profile, TinyGo included (a case labelled slow would be left out; none is).
 ## ROUNDS overrides the rounds; PERF_FLAGS adds test binary flags
 ## (-test.cpuprofile=/abs/path, -perf-scheduling-label-filter=full,gpu).
 PERF_OUT   ?= $(BIN)/perf
