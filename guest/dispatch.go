@@ -171,10 +171,20 @@ func (in *instance) sync(n uint32) uint32 {
 		return in.fail(Error, "decode NodeSync: "+err.Error())
 	}
 	// The encodings of the upserts and usage updates, which the views keep
-	// instead of the decoded messages (see nodeIndex).
-	raws, err := syncEncodings(in.in[:n], len(req.Upserts), len(req.Usage))
-	if err != nil {
-		return in.fail(Error, "decode NodeSync: "+err.Error())
+	// instead of the decoded messages (see nodeIndex); none when the views
+	// keep the messages.
+	var raws [][]byte
+	if !in.keepMessages {
+		var err error
+		if raws, err = syncEncodings(in.in[:n], len(req.Upserts), len(req.Usage)); err != nil {
+			return in.fail(Error, "decode NodeSync: "+err.Error())
+		}
+	}
+	raw := func(i int) []byte {
+		if raws == nil {
+			return nil
+		}
+		return raws[i]
 	}
 	// Checked first, so that a refused sync changes nothing of the objects.
 	if err := in.cluster.checkKinds(&req); err != nil {
@@ -195,14 +205,14 @@ func (in *instance) sync(n uint32) uint32 {
 			copy(grown, in.nodes)
 			in.nodes = grown
 		}
-		in.nodes[h] = newNodeInfo(ni, raws[i], in.keepMessages)
+		in.nodes[h] = newNodeInfo(ni, raw(i), in.keepMessages)
 	}
 	for i, u := range req.Usage {
 		h := u.Handle
 		if h < 0 || int(h) >= len(in.nodes) || in.nodes[h] == nil {
 			return in.fail(Error, "usage update for node handle "+itoa(int64(h))+", which was never synced")
 		}
-		in.nodes[h] = withUsage(in.nodes[h], u, raws[len(req.Upserts)+i], in.keepMessages)
+		in.nodes[h] = withUsage(in.nodes[h], u, raw(len(req.Upserts)+i), in.keepMessages)
 	}
 	in.cluster.apply(&req)
 	in.pending = nil

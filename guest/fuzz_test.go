@@ -380,6 +380,19 @@ func TestNodeIndex(t *testing.T) {
 	if got, want := marshal(t, s.Message()), marshal(t, msg); !bytes.Equal(got, want) {
 		t.Errorf("Message() of a synced node differs from the message sent:\n%v\n%v", s.Message(), msg)
 	}
+
+	// A policy that wants pods or all nodes keeps the decoded message, and
+	// no encoding beside it.
+	inst.keepMessages = true
+	copy(inst.buffer(uint32(len(b))), b)
+	if code := inst.sync(uint32(len(b))); code != uint32(Success) {
+		t.Fatalf("sync answered %d: %v", code, inst.result.Reasons)
+	}
+	if k := inst.node(0); k.msg == nil || k.raw != nil {
+		t.Errorf("keeping messages, a synced node has message %v and %d bytes of encoding", k.msg != nil, len(k.raw))
+	} else {
+		checkIndex(t, k)
+	}
 }
 
 // TestUsageUpdate applies a NodeUsage to a synced node: the new view has the
