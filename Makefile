@@ -265,9 +265,8 @@ fuzz-long:
 ## tinygo` installed it, TinyGo), two rounds, the GPU mix and Churn (pending
 ## GPU pods, batching and requeues under churn); one line per profile, the
 ## batching and requeue lines and the ratios. Results and logs in bin/perf/quick.
-## bench-full: the 5000-node workloads (gpu, basic, quota, churn), one round (bin/perf/full), without
-## the GPU mix under TinyGo (labelled slow: PERF_FLAGS=-perf-scheduling-label-filter=full
-## includes it).
+## bench-full: the 5000-node workloads (gpu, basic, quota, churn), one round (bin/perf/full),
+## every profile, TinyGo included (a case labelled slow would be left out; none is).
 ## ROUNDS overrides the rounds; PERF_FLAGS adds test binary flags
 ## (-test.cpuprofile=/abs/path, -perf-scheduling-label-filter=full,gpu).
 PERF_OUT   ?= $(BIN)/perf

@@ -26,9 +26,10 @@ type instance struct {
 	ready  bool
 
 	nodes []*NodeInfo // resident snapshot, by handle
-	// interned holds label keys and resource names shared by the nodes'
-	// indexes (see nodeIndex).
-	interned map[string]string
+	// keepMessages keeps each resident node's decoded message from the
+	// sync on (policies that want pods or all nodes read them in loops over
+	// every node); otherwise views keep only their encoding and index.
+	keepMessages bool
 	// cluster holds the cluster objects and tenant usage the host syncs.
 	cluster clusterState
 	cycle   *Cycle
@@ -160,6 +161,7 @@ func (in *instance) init(n uint32) uint32 {
 	info.Signature = in.policy.Signature.message()
 	info.Requeue = in.policy.Requeue.message()
 	in.cluster = clusterState{kinds: append([]Kind{}, in.policy.Context...)}
+	in.keepMessages = in.policy.WantsPods || in.policy.WantsAllNodes
 	in.ready = true
 	return uint32(Success)
 }
@@ -170,6 +172,22 @@ func (in *instance) sync(n uint32) uint32 {
 	if err := in.decode(n, &req); err != nil {
 		return in.fail(Error, "decode NodeSync: "+err.Error())
 	}
+	// The encodings of the upserts and usage updates, which the views keep
+	// instead of the decoded messages (see nodeIndex); none when the views
+	// keep the messages.
+	var raws [][]byte
+	if !in.keepMessages {
+		var err error
+		if raws, err = syncEncodings(in.in[:n], len(req.Upserts), len(req.Usage)); err != nil {
+			return in.fail(Error, "decode NodeSync: "+err.Error())
+		}
+	}
+	raw := func(i int) []byte {
+		if raws == nil {
+			return nil
+		}
+		return raws[i]
+	}
 	// Checked first, so that a refused sync changes nothing of the objects.
 	if err := in.cluster.checkKinds(&req); err != nil {
 		return in.fail(Error, err.Error())
@@ -179,7 +197,7 @@ func (in *instance) sync(n uint32) uint32 {
 			in.nodes[h] = nil
 		}
 	}
-	for _, ni := range req.Upserts {
+	for i, ni := range req.Upserts {
 		h := ni.Handle
 		if h < 0 || h >= maxHandle {
 			return in.fail(Error, "node handle "+itoa(int64(h))+" out of range")
@@ -189,18 +207,89 @@ func (in *instance) sync(n uint32) uint32 {
 			copy(grown, in.nodes)
 			in.nodes = grown
 		}
-		in.nodes[h] = in.newNodeInfo(ni)
+		in.nodes[h] = newNodeInfo(ni, raw(i), in.keepMessages)
 	}
-	for _, u := range req.Usage {
+	for i, u := range req.Usage {
 		h := u.Handle
 		if h < 0 || int(h) >= len(in.nodes) || in.nodes[h] == nil {
 			return in.fail(Error, "usage update for node handle "+itoa(int64(h))+", which was never synced")
 		}
-		in.nodes[h] = in.withUsage(in.nodes[h], u)
+		in.nodes[h] = withUsage(in.nodes[h], u, raw(len(req.Upserts)+i), in.keepMessages)
 	}
 	in.cluster.apply(&req)
 	in.pending = nil
 	return uint32(Success)
+}
+
+// syncEncodings returns copies of the encodings of a NodeSync's upserts
+// (field 1) and usage updates (field 3), in that order, after walking the
+// message the generated code decoded already: upserts and usage of the
+// counts it found.
+func syncEncodings(b []byte, upserts, usage int) ([][]byte, error) {
+	out := make([][]byte, upserts+usage)
+	if upserts+usage == 0 {
+		return out, nil
+	}
+	var u, g int
+	for len(b) > 0 {
+		tag, n := uvarint(b)
+		if n <= 0 {
+			return nil, errorString("bad field tag")
+		}
+		b = b[n:]
+		var v []byte
+		switch tag & 7 {
+		case 0:
+			if _, n = uvarint(b); n <= 0 {
+				return nil, errorString("bad varint")
+			}
+		case 1:
+			n = 8
+		case 5:
+			n = 4
+		case 2:
+			l, m := uvarint(b)
+			if m <= 0 || l > uint64(len(b)-m) {
+				return nil, errorString("bad length")
+			}
+			v, n = b[m:m+int(l)], m+int(l)
+		default:
+			return nil, errorString("bad wire type")
+		}
+		if n > len(b) {
+			return nil, errorString("truncated field")
+		}
+		b = b[n:]
+		switch {
+		case tag == 1<<3|2 && u < upserts:
+			out[u] = append(make([]byte, 0, len(v)), v...)
+			u++
+		case tag == 3<<3|2 && g < usage:
+			out[upserts+g] = append(make([]byte, 0, len(v)), v...)
+			g++
+		}
+	}
+	if u != upserts || g != usage {
+		return nil, errorString("node records and their encodings differ in number")
+	}
+	return out, nil
+}
+
+// uvarint decodes a protobuf varint: the value and the bytes read, 0 when b
+// ends first, -1 when it is longer than ten bytes.
+func uvarint(b []byte) (uint64, int) {
+	var v uint64
+	for i := 0; i < len(b); i++ {
+		if i == 10 {
+			return 0, -1
+		}
+		c := b[i]
+		v |= uint64(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			return v, i + 1
+		}
+	}
+	return 0, 0
 }
 
 // node returns the resident node with handle h, or nil.

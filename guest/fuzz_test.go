@@ -1,10 +1,9 @@
 package guest
 
 import (
-	"fmt"
+	"bytes"
 	"testing"
 	"time"
-	"unsafe"
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 )
@@ -277,9 +276,14 @@ func expectResult(t *testing.T, call string) {
 // is not specified.
 func checkIndex(t *testing.T, n *NodeInfo) {
 	t.Helper()
-	raw := &NodeInfo{msg: n.msg}
+	msg := n.Message()
+	raw := &NodeInfo{msg: msg}
+	if n.Name() != raw.Name() || n.Generation() != raw.Generation() || n.PodCount() != raw.PodCount() {
+		t.Fatalf("node %q: name, generation, pod count %q %d %d from the index, %q %d %d from the message",
+			n.Name(), n.Name(), n.Generation(), n.PodCount(), raw.Name(), raw.Generation(), raw.PodCount())
+	}
 	count := map[string]int{}
-	for _, r := range []*abiv1.Resources{n.msg.GetNode().GetAllocatable(), n.msg.GetRequested()} {
+	for _, r := range []*abiv1.Resources{msg.GetNode().GetAllocatable(), msg.GetRequested()} {
 		seen := map[string]bool{}
 		for _, s := range r.GetScalars() {
 			if !seen[s.GetName()] {
@@ -290,7 +294,7 @@ func checkIndex(t *testing.T, n *NodeInfo) {
 		}
 	}
 	names := []string{ResourceCPU, ResourceMemory, ResourceEphemeralStorage, ResourcePods, "absent.example/x", ""}
-	for _, r := range []*abiv1.Resources{n.msg.GetNode().GetAllocatable(), n.msg.GetRequested()} {
+	for _, r := range []*abiv1.Resources{msg.GetNode().GetAllocatable(), msg.GetRequested()} {
 		for _, s := range r.GetScalars() {
 			names = append(names, s.GetName())
 		}
@@ -310,7 +314,7 @@ func checkIndex(t *testing.T, n *NodeInfo) {
 		}
 	}
 	keys := map[string]int{}
-	for _, kv := range n.msg.GetNode().GetLabels() {
+	for _, kv := range msg.GetNode().GetLabels() {
 		keys[kv.GetKey()]++
 	}
 	keys["absent.example/key"] += 0
@@ -326,9 +330,10 @@ func checkIndex(t *testing.T, n *NodeInfo) {
 	}
 }
 
-// TestNodeIndex checks the index of a synced node against its message: a
-// scalar only requested, labels out of order, absent names; and that label
-// keys are shared between nodes up to the bound.
+// TestNodeIndex checks the index of a node against its message: a scalar
+// only requested, labels out of order, absent names; and that a synced
+// node keeps its encoding rather than its decoded message (which the
+// garbage collector would have to mark), decoding it on demand as sent.
 func TestNodeIndex(t *testing.T) {
 	inst = &instance{policy: &Policy{Name: "t"}}
 	defer func() { inst = &instance{} }()
@@ -339,7 +344,7 @@ func TestNodeIndex(t *testing.T) {
 				Scalars: []*abiv1.Scalar{{Name: "nvidia.com/gpu", Value: 8}, {Name: "example.com/dongle", Value: 2}}}},
 		Requested: &abiv1.Resources{MilliCpu: 1500, Memory: 1 << 30, Pods: 3,
 			Scalars: []*abiv1.Scalar{{Name: "hugepages-2Mi", Value: 4 << 20}, {Name: "nvidia.com/gpu", Value: 3}}}}
-	n := inst.newNodeInfo(msg)
+	n := NewNodeInfo(msg)
 	checkIndex(t, n)
 	for _, c := range []struct {
 		name       string
@@ -361,16 +366,32 @@ func TestNodeIndex(t *testing.T) {
 	if _, ok := n.Label("b"); ok {
 		t.Error(`Label("b") found a label that is not there`)
 	}
-	// A second node shares the first one's label keys.
-	m := inst.newNodeInfo(&abiv1.NodeInfo{Handle: 1, Node: &abiv1.Node{Name: "m", Labels: []*abiv1.KeyValue{kv("zone", "c")}}})
-	if unsafe.StringData(m.index.labels[0].key) != unsafe.StringData(n.index.labels[len(n.index.labels)-1].key) {
-		t.Error("the label key zone is not shared between nodes")
+
+	b := marshal(t, &abiv1.NodeSync{Upserts: []*abiv1.NodeInfo{msg}})
+	copy(inst.buffer(uint32(len(b))), b)
+	if code := inst.sync(uint32(len(b))); code != uint32(Success) {
+		t.Fatalf("sync answered %d: %v", code, inst.result.Reasons)
 	}
-	for i := range maxInterned + 10 {
-		inst.intern(fmt.Sprint("key-", i))
+	s := inst.node(0)
+	if s.msg != nil {
+		t.Error("a synced node kept its decoded message")
 	}
-	if len(inst.interned) != maxInterned {
-		t.Errorf("%d strings interned, bound %d", len(inst.interned), maxInterned)
+	checkIndex(t, s)
+	if got, want := marshal(t, s.Message()), marshal(t, msg); !bytes.Equal(got, want) {
+		t.Errorf("Message() of a synced node differs from the message sent:\n%v\n%v", s.Message(), msg)
+	}
+
+	// A policy that wants pods or all nodes keeps the decoded message, and
+	// no encoding beside it.
+	inst.keepMessages = true
+	copy(inst.buffer(uint32(len(b))), b)
+	if code := inst.sync(uint32(len(b))); code != uint32(Success) {
+		t.Fatalf("sync answered %d: %v", code, inst.result.Reasons)
+	}
+	if k := inst.node(0); k.msg == nil || k.raw != nil {
+		t.Errorf("keeping messages, a synced node has message %v and %d bytes of encoding", k.msg != nil, len(k.raw))
+	} else {
+		checkIndex(t, k)
 	}
 }
 
@@ -424,6 +445,13 @@ func TestUsageUpdate(t *testing.T) {
 	}
 	if old.Generation() != 5 {
 		t.Errorf("the view held from before changed generation to %d", old.Generation())
+	}
+	if m := n.Message(); m.GetGeneration() != 6 || m.GetPodCount() != 3 || m.GetRequested().GetMilliCpu() != 2500 ||
+		m.GetNode().GetName() != "gpu-1" || len(m.GetNode().GetLabels()) != 2 {
+		t.Errorf("Message() after the usage update: %v", m)
+	}
+	if m := old.Message(); m.GetGeneration() != 5 || m.GetRequested().GetMilliCpu() != 1000 {
+		t.Errorf("Message() of the view held from before: %v", m)
 	}
 	code := sync(&abiv1.NodeSync{Usage: []*abiv1.NodeUsage{{Handle: 7, Generation: 1}}})
 	if code != uint32(Error) || len(inst.result.Reasons) != 1 || inst.result.Reasons[0] != "usage update for node handle 7, which was never synced" {

@@ -204,37 +204,77 @@ func Tolerates(tol *abiv1.Toleration, t *abiv1.Taint) bool {
 // The SDK makes the NodeInfo of each node the host syncs; NewNodeInfo wraps
 // a message in tests.
 type NodeInfo struct {
-	msg   *abiv1.NodeInfo
-	index nodeIndex
+	// msg is the decoded message: a resident node's is decoded from raw
+	// (and usage) the first time a method needs it, unless the policy
+	// wants pods or all nodes, whose nodes keep it from the sync on.
+	msg *abiv1.NodeInfo
+	// raw is the node's encoding as the host sent it, and usage that of
+	// the last NodeUsage applied since (nil when none).
+	raw, usage []byte
+	index      nodeIndex
 }
 
 // NewNodeInfo wraps a node message, as the host sends it, in a view with
 // the same flat copy of its amounts and labels that a synced node gets.
 // The view reads m; m must not change afterwards.
-func NewNodeInfo(m *abiv1.NodeInfo) *NodeInfo { return (&instance{}).newNodeInfo(m) }
+func NewNodeInfo(m *abiv1.NodeInfo) *NodeInfo { return newNodeInfo(m, nil, true) }
 
 // Message returns the node's wire message (abi/v1), for what the methods
 // do not cover. It is read-only, like the view: the methods do not see
-// changes made to it.
-func (n *NodeInfo) Message() *abiv1.NodeInfo { return n.msg }
+// changes made to it. For a resident node the SDK decodes the message on
+// the first call and keeps it with the view; policies that read only
+// through the methods never pay for it.
+func (n *NodeInfo) Message() *abiv1.NodeInfo {
+	if n.msg == nil && n.raw != nil {
+		n.msg = decodeNode(n.raw, n.usage)
+	}
+	return n.msg
+}
+
+// decodeNode decodes a node's encoding and applies the usage update whose
+// encoding is usage, if any. Both decoded once already, at the sync.
+func decodeNode(raw, usage []byte) *abiv1.NodeInfo {
+	m := &abiv1.NodeInfo{}
+	if err := m.UnmarshalVT(raw); err != nil {
+		return m
+	}
+	if usage == nil {
+		return m
+	}
+	var u abiv1.NodeUsage
+	if err := u.UnmarshalVT(usage); err != nil {
+		return m
+	}
+	return usageMessage(m, &u)
+}
 
 // Name returns the node's name.
-func (n *NodeInfo) Name() string { return n.msg.GetNode().GetName() }
+func (n *NodeInfo) Name() string {
+	if !n.index.built {
+		return n.Message().GetNode().GetName()
+	}
+	return n.index.str(n.index.name)
+}
 
 // Generation returns the scheduler's generation of the node: it changes
 // with every change of the node or of its pods, so a policy may keep what
 // it computed for one generation of a node.
-func (n *NodeInfo) Generation() int64 { return n.msg.GetGeneration() }
+func (n *NodeInfo) Generation() int64 {
+	if !n.index.built {
+		return n.Message().GetGeneration()
+	}
+	return n.index.generation
+}
 
 // Label returns the value of a node label and whether it is set.
 func (n *NodeInfo) Label(key string) (string, bool) { return n.label(key) }
 
 // Labels returns the node's labels, sorted by key (for MatchSelector).
-func (n *NodeInfo) Labels() []*abiv1.KeyValue { return n.msg.GetNode().GetLabels() }
+func (n *NodeInfo) Labels() []*abiv1.KeyValue { return n.Message().GetNode().GetLabels() }
 
 // Annotation returns the value of a node annotation and whether it is set.
 func (n *NodeInfo) Annotation(key string) (string, bool) {
-	return Lookup(n.msg.GetNode().GetAnnotations(), key)
+	return Lookup(n.Message().GetNode().GetAnnotations(), key)
 }
 
 // Zone returns the node's topology.kubernetes.io/zone label, or "".
@@ -252,7 +292,7 @@ func (n *NodeInfo) Allocatable(name string) int64 {
 // Capacity returns the node's capacity of a resource (allocatable plus
 // what the node reserves for the system).
 func (n *NodeInfo) Capacity(name string) int64 {
-	return Quantity(n.msg.GetNode().GetCapacity(), name)
+	return Quantity(n.Message().GetNode().GetCapacity(), name)
 }
 
 // Requested returns the amount of a resource requested by the pods on the
@@ -272,22 +312,27 @@ func (n *NodeInfo) Free(name string) int64 {
 
 // PodCount returns the number of pods on the node, assumed pods included,
 // whether or not the policy sets Policy.WantsPods.
-func (n *NodeInfo) PodCount() int { return int(n.msg.GetPodCount()) }
+func (n *NodeInfo) PodCount() int {
+	if !n.index.built {
+		return int(n.Message().GetPodCount())
+	}
+	return int(n.index.podCount)
+}
 
 // Pods returns the pods on the node, sorted by namespace, name and UID;
 // empty unless Policy.WantsPods is set.
-func (n *NodeInfo) Pods() []*abiv1.PodSummary { return n.msg.GetPods() }
+func (n *NodeInfo) Pods() []*abiv1.PodSummary { return n.Message().GetPods() }
 
 // Taints returns the node's taints.
-func (n *NodeInfo) Taints() []*abiv1.Taint { return n.msg.GetNode().GetTaints() }
+func (n *NodeInfo) Taints() []*abiv1.Taint { return n.Message().GetNode().GetTaints() }
 
 // Unschedulable reports whether the node is cordoned (spec.unschedulable).
-func (n *NodeInfo) Unschedulable() bool { return n.msg.GetNode().GetUnschedulable() }
+func (n *NodeInfo) Unschedulable() bool { return n.Message().GetNode().GetUnschedulable() }
 
 // Condition returns the status of the node condition of that type
 // ("Ready": "True", "False" or "Unknown") and whether the node reports it.
 func (n *NodeInfo) Condition(typ string) (string, bool) {
-	for _, c := range n.msg.GetNode().GetConditions() {
+	for _, c := range n.Message().GetNode().GetConditions() {
 		if c.GetType() == typ {
 			return c.GetStatus(), true
 		}
@@ -319,15 +364,14 @@ func (n *NodeInfo) matchesTerm(t *abiv1.NodeSelectorTerm) bool {
 	if len(t.GetMatchExpressions()) == 0 && len(t.GetMatchFields()) == 0 {
 		return false
 	}
-	labels := n.msg.GetNode().GetLabels()
 	for _, r := range t.GetMatchExpressions() {
-		if !MatchRequirement(r, labels) {
+		v, ok := n.label(r.GetKey())
+		if !matchRequirement(r, v, ok) {
 			return false
 		}
 	}
 	for _, r := range t.GetMatchFields() {
-		name := []*abiv1.KeyValue{{Key: "metadata.name", Value: n.Name()}}
-		if r.GetKey() != "metadata.name" || !MatchRequirement(r, name) {
+		if r.GetKey() != "metadata.name" || !matchRequirement(r, n.Name(), true) {
 			return false
 		}
 	}
@@ -337,6 +381,12 @@ func (n *NodeInfo) matchesTerm(t *abiv1.NodeSelectorTerm) bool {
 // MatchRequirement evaluates one selector requirement against labels.
 func MatchRequirement(r *abiv1.Requirement, labels []*abiv1.KeyValue) bool {
 	v, ok := Lookup(labels, r.GetKey())
+	return matchRequirement(r, v, ok)
+}
+
+// matchRequirement evaluates one selector requirement against the value of
+// its key (ok: the key is set).
+func matchRequirement(r *abiv1.Requirement, v string, ok bool) bool {
 	switch r.GetOperator() {
 	case "In":
 		return ok && contains(r.GetValues(), v)

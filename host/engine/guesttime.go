@@ -38,12 +38,19 @@ var exportNames = [numExports]string{
 	exportCall:       "wasmsched_call",
 }
 
-// guestTime counts the calls into one export and the time spent in them.
-type guestTime struct{ calls, nanos atomic.Int64 }
+// guestTime counts the calls into one export, the time spent in them and
+// the longest call.
+type guestTime struct{ calls, nanos, max atomic.Int64 }
 
 func (g *guestTime) add(d time.Duration) {
 	g.calls.Add(1)
 	g.nanos.Add(int64(d))
+	for {
+		m := g.max.Load()
+		if int64(d) <= m || g.max.CompareAndSwap(m, int64(d)) {
+			return
+		}
+	}
 }
 
 // ExportTime is the time a module version spent in one of its exports,
@@ -55,6 +62,9 @@ type ExportTime struct {
 	Export string
 	Calls  int64
 	Time   time.Duration
+	// Max is the longest single call: the figure to hold against the
+	// call deadline (a collection in the guest shows here first).
+	Max time.Duration
 }
 
 // GuestTime returns the calls into each export that was called and the
@@ -66,7 +76,7 @@ func (m *Module) GuestTime() []ExportTime {
 	for x := range numExports {
 		g := &m.guest[x]
 		if n := g.calls.Load(); n > 0 {
-			out = append(out, ExportTime{Export: strings.TrimPrefix(exportNames[x], "wasmsched_"), Calls: n, Time: time.Duration(g.nanos.Load())})
+			out = append(out, ExportTime{Export: strings.TrimPrefix(exportNames[x], "wasmsched_"), Calls: n, Time: time.Duration(g.nanos.Load()), Max: time.Duration(g.max.Load())})
 		}
 	}
 	return out

@@ -271,9 +271,7 @@ profiles:
 //     40 GiB, half notebooks that accept shared GPUs. Pods arrive mixed, in
 //     ten rounds. At 5000 nodes it measures 5000 pods, not 10000: nearly
 //     every GPU pod is filtered against every node, which makes it the
-//     slowest workload by far. Under TinyGo it is labelled slow, and left
-//     out by `make bench-full`: TinyGo's collector can hold a call past its
-//     deadline with 5000 resident nodes (docs/benchmarks.md).
+//     slowest workload by far.
 //   - Quota: tenants as namespaces under the quota rules, quotas in the
 //     profile's settings (quota_perf_test.go). Every tenant first places
 //     its share of the initial pods (20000 at 5000 nodes), then the
@@ -350,7 +348,7 @@ var workloads = template.Must(template.New("workloads").Parse(`
     labels: [performance, quick]
     params: {cpuNodes: 400, a100Nodes: 75, t4Nodes: 25, initPods: 500, train: 25, notebook: 25, cpu: 100}
   - name: 5000Nodes_5000Pods
-    labels: [performance, full{{if eq .Profile "wasm-tinygo"}}, slow{{end}}]
+    labels: [performance, full]
     params: {cpuNodes: 4000, a100Nodes: 750, t4Nodes: 250, initPods: 1000, train: 83, notebook: 83, cpu: 334}
 {{- end}}
 {{- range .Cases}}
