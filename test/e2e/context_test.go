@@ -549,8 +549,29 @@ func (c *cluster) elasticQuota(ns, minCPU, maxCPU string) {
 func (c *cluster) quotaSeen(ns string) {
 	c.t.Helper()
 	const name = "quota-seen"
-	c.quotaPod(ns, name, "big", func(p *v1.Pod) { p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("1000") })
-	c.waitFailedIn(ns, name, "quota: tenant "+ns+" would exceed its max of cpu")
+	// Tried before the policy had the ElasticQuota, the pod is rejected by
+	// resource fit alone, and nothing retries it soon: a quota change
+	// retries only the pods the quota policy rejected. Such a pod is
+	// created anew.
+	want := "quota: tenant " + ns + " would exceed its max of cpu"
+	for i := 0; ; i++ {
+		c.quotaPod(ns, name, "big", func(p *v1.Pod) { p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("1000") })
+		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 3*time.Second, true, func(context.Context) (bool, error) {
+			return strings.Contains(c.failedMessage(ns, name), want), nil
+		})
+		if err == nil {
+			break
+		}
+		if i == 10 {
+			c.t.Fatalf("pod %s/%s: no FailedScheduling saying %q; got %q", ns, name, want, c.failedMessage(ns, name))
+		}
+		c.deletePod(ns, name)
+		waitFor(c.t, "pod "+ns+"/"+name+" deleted", 10*time.Second, func() bool {
+			_, err := c.client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		})
+	}
+	c.stayUnboundIn(ns, name, 0)
 	c.deletePod(ns, name)
 	waitFor(c.t, "pod "+ns+"/"+name+" deleted", 10*time.Second, func() bool {
 		_, err := c.client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
