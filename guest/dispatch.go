@@ -418,7 +418,10 @@ func (in *instance) score(h uint32) uint64 {
 // Success and fills in.scores with the n final scores; otherwise the code
 // and the index of the node whose Score failed, or n when NormalizeScore
 // failed, with the reasons as the detail.
-func (in *instance) scoreNodes(n uint32) (Code, uint32) {
+//
+// Without normalize (wasmsched_score_nodes_raw) it returns the raw scores
+// and leaves NormalizeScore to a later call.
+func (in *instance) scoreNodes(n uint32, normalize bool) (Code, uint32) {
 	if c := in.needCycle(); c != 0 {
 		return Code(c), 0
 	}
@@ -453,7 +456,7 @@ func (in *instance) scoreNodes(n uint32) (Code, uint32) {
 		}
 		scores[i].Score = v
 	}
-	if p.NormalizeScore != nil {
+	if normalize && p.NormalizeScore != nil {
 		if code := in.status(p.NormalizeScore(in.cycle, scores)); code != uint32(Success) {
 			return Code(code), n
 		}

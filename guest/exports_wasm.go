@@ -88,7 +88,17 @@ func exportScore(h uint32) uint64 {
 //go:wasmexport wasmsched_score_nodes
 func exportScoreNodes(n uint32) uint64 {
 	enter()
-	code, i := inst.scoreNodes(n)
+	return scoreNodesResult(n, true)
+}
+
+//go:wasmexport wasmsched_score_nodes_raw
+func exportScoreNodesRaw(n uint32) uint64 {
+	enter()
+	return scoreNodesResult(n, false)
+}
+
+func scoreNodesResult(n uint32, normalize bool) uint64 {
+	code, i := inst.scoreNodes(n, normalize)
 	if code == Success {
 		if n == 0 {
 			return uint64(Success) << 32

@@ -241,7 +241,7 @@ func FuzzDispatch(f *testing.F) {
 		// score_nodes reads callB as handles; the length claimed may
 		// exceed the buffer.
 		n := send(callB, point) / 4
-		code2, bad := inst.scoreNodes(n)
+		code2, bad := inst.scoreNodes(n, true)
 		expectCode(t, "score_nodes", uint32(code2))
 		expectResult(t, "score_nodes")
 		switch {

@@ -17,8 +17,10 @@ import (
 // whether any policy scores; false means the scheduler may skip Score and
 // NormalizeScore. Each scoring policy scores every node in one batch
 // (policy.ScoreAll, which normalises too when the guest exports
-// wasmsched_score_nodes); a policy whose batch fails is asked node by node
-// in Score, where the failure policy applies.
+// wasmsched_score_nodes; policy.ScoreAllMemo, for a policy that declared
+// its pod signature, gives raw scores and reuses the previous cycle's for
+// unchanged nodes); a policy whose batch fails is asked node by node in
+// Score, where the failure policy applies.
 func (c *Cycle) PreScore(ctx context.Context, nodes []fwk.NodeInfo) bool {
 	any := false
 	for _, e := range c.Entries {
@@ -41,7 +43,7 @@ func (c *Cycle) PreScore(ctx context.Context, nodes []fwk.NodeInfo) bool {
 			continue
 		}
 		start := time.Now()
-		res, err := e.Version.ScoreAll(ctx, c.Policy, nodes)
+		res, err := e.Version.ScoreAllMemo(ctx, c.Policy, nodes)
 		if err != nil {
 			c.retry(ctx, e, abiv1.Point_POINT_SCORE, err)
 			continue

@@ -20,6 +20,7 @@ const (
 	exportFilter
 	exportScore
 	exportScoreNodes
+	exportScoreNodesRaw
 	exportCall
 	numExports
 )
@@ -35,7 +36,9 @@ var exportNames = [numExports]string{
 	exportFilter:     "wasmsched_filter",
 	exportScore:      "wasmsched_score",
 	exportScoreNodes: "wasmsched_score_nodes",
-	exportCall:       "wasmsched_call",
+	// exportScoreNodesRaw is wasmsched_score_nodes without NormalizeScore.
+	exportScoreNodesRaw: "wasmsched_score_nodes_raw",
+	exportCall:          "wasmsched_call",
 }
 
 // guestTime counts the calls into one export, the time spent in them and

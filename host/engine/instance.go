@@ -439,7 +439,20 @@ func (in *Instance) ScoresNodes() bool { return in.fns[exportScoreNodes] != nil 
 // len(hs)), answers a non-success code, it returns that code and bad; the
 // reasons are the call's detail (Result). Only for modules that ScoresNodes.
 func (in *Instance) ScoreNodes(hs []int32) (scores []int64, code abiv1.Code, bad int, err error) {
-	const call = "score_nodes"
+	return in.scoreNodes("score_nodes", exportScoreNodes, hs)
+}
+
+// ScoresNodesRaw reports whether the module also scores many nodes in one
+// call without normalising (the optional wasmsched_score_nodes_raw).
+func (in *Instance) ScoresNodesRaw() bool { return in.fns[exportScoreNodesRaw] != nil }
+
+// ScoreNodesRaw is ScoreNodes without the guest's NormalizeScore: the raw
+// scores, in the order of hs. Only for modules that ScoresNodesRaw.
+func (in *Instance) ScoreNodesRaw(hs []int32) (scores []int64, code abiv1.Code, bad int, err error) {
+	return in.scoreNodes("score_nodes_raw", exportScoreNodesRaw, hs)
+}
+
+func (in *Instance) scoreNodes(call string, x export, hs []int32) (scores []int64, code abiv1.Code, bad int, err error) {
 	req := make([]byte, 4*len(hs))
 	for i, h := range hs {
 		binary.LittleEndian.PutUint32(req[4*i:], uint32(h))
@@ -448,7 +461,7 @@ func (in *Instance) ScoreNodes(hs []int32) (scores []int64, code abiv1.Code, bad
 		return nil, abiv1.Code_CODE_INVALID, -1, err
 	}
 	in.stack[0] = uint64(len(hs))
-	v, err := in.invoke(call, exportScoreNodes, in.m.cfg.CallTimeout)
+	v, err := in.invoke(call, x, in.m.cfg.CallTimeout)
 	if err != nil {
 		return nil, abiv1.Code_CODE_INVALID, -1, err
 	}

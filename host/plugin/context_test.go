@@ -2,9 +2,6 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +12,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/klog/v2"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
@@ -215,58 +211,26 @@ func TestContextInScheduler(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane and a scheduler")
 	}
-	controlplane.QuietLogs()
 	ctx := context.Background()
-	cp, err := controlplane.Start(ctx, controlplane.Options{TB: t})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	cp := startCluster(t)
 	probe := testwasm.Path(t, "test/guests/probe")
-	start := func(allow ...string) (*controlplane.Scheduler, error) {
+	start := func(allow ...string) error {
 		t.Helper()
-		cfg := map[string]any{
-			"apiVersion":       "kubescheduler.config.k8s.io/v1",
-			"kind":             "KubeSchedulerConfiguration",
-			"clientConnection": map[string]any{"kubeconfig": kubeconfig},
-			"leaderElection":   map[string]any{"leaderElect": false},
-			"profiles": []any{map[string]any{
-				"schedulerName": "default-scheduler",
-				"plugins":       map[string]any{"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": Name}}}},
-				"pluginConfig": []any{map[string]any{"name": Name, "args": map[string]any{"namespace": "default", "policies": []any{map[string]any{
-					"name": "reader", "source": map[string]any{"file": probe}, "context": allow,
-					"settings": map[string]any{"context": []string{"v1/namespaces"}, "namespaceUsage": true, "rejectNamespaceLabel": "wasmsched-test/closed"},
-				}}}}},
-			}},
-		}
-		b, err := json.Marshal(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(dir, "scheduler.json")
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return controlplane.StartScheduler(ctx, controlplane.SchedulerOptions{Kubeconfig: kubeconfig, ConfigFile: path,
-			RegistryOptions: []app.Option{app.WithPlugin(Name, New)}})
+		return cp.scheduler(t, map[string]any{"namespace": "default", "policies": []any{map[string]any{
+			"name": "reader", "source": map[string]any{"file": probe}, "context": allow,
+			"settings": map[string]any{"context": []string{"v1/namespaces"}, "namespaceUsage": true, "rejectNamespaceLabel": "wasmsched-test/closed"},
+		}}}, 0)
 	}
 
-	if s, err := start("scheduling.k8s.io/v1/priorityclasses"); err == nil {
-		s.Stop()
+	if err := start("scheduling.k8s.io/v1/priorityclasses"); err == nil {
 		t.Fatal("the scheduler started with a policy reading a kind it is not allowed")
 	} else if !strings.Contains(err.Error(), "policy reader reads v1/namespaces, which its configuration does not allow (add it to context)") {
 		t.Fatalf("start-up: %v, want the refusal", err)
 	}
 
-	s, err := start("v1/namespaces")
-	if err != nil {
+	if err := start("v1/namespaces"); err != nil {
 		t.Fatalf("start-up: %v", err)
 	}
-	t.Cleanup(s.Stop)
 	c := cp.Client()
 	alloc := v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourcePods: resource.MustParse("110")}
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: v1.NodeStatus{Allocatable: alloc, Capacity: alloc}}

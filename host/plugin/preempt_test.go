@@ -2,8 +2,6 @@ package plugin
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,10 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app"
-	"sigs.k8s.io/yaml"
 
-	"github.com/wasmsched/wasmsched/internal/controlplane"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
@@ -43,48 +38,19 @@ func TestPreemption(t *testing.T) {
 		t.Skip("starts a control plane")
 	}
 	ctx := context.Background()
-	cp, err := controlplane.Start(ctx, controlplane.Options{TB: t})
-	if err != nil {
-		t.Fatalf("control plane: %v", err)
-	}
+	cp := startCluster(t)
 	client := cp.Client()
-	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "wasmsched-system"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := client.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := map[string]any{
-		"apiVersion":       "kubescheduler.config.k8s.io/v1",
-		"kind":             "KubeSchedulerConfiguration",
-		"clientConnection": map[string]any{"kubeconfig": kubeconfig},
-		"leaderElection":   map[string]any{"leaderElect": false},
-		"profiles": []any{map[string]any{
-			"schedulerName": "default-scheduler",
-			"plugins":       map[string]any{"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": Name}}}},
-			"pluginConfig": []any{map[string]any{"name": Name, "args": map[string]any{"namespace": "wasmsched-system",
-				"policies": []any{map[string]any{"name": "preempt", "source": map[string]any{"file": testwasm.Path(t, "test/guests/preempt")}}}}}},
-		}},
-	}
-	b, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	config := filepath.Join(dir, "scheduler.yaml")
-	if err := os.WriteFile(config, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err := controlplane.StartScheduler(ctx, controlplane.SchedulerOptions{Kubeconfig: kubeconfig, ConfigFile: config,
-		RegistryOptions: []app.Option{app.WithPlugin(Name, New)}})
-	if err != nil {
+	args := map[string]any{"namespace": "wasmsched-system",
+		"policies": []any{map[string]any{"name": "preempt", "source": map[string]any{"file": testwasm.Path(t, "test/guests/preempt")}}}}
+	if err := cp.scheduler(t, args, 0); err != nil {
 		t.Fatalf("scheduler: %v", err)
 	}
-	t.Cleanup(s.Stop)
 
 	for _, n := range []struct{ name, cpu string }{{"n1", "4"}, {"n2", "4"}, {"n3", "1"}} {
 		alloc := v1.ResourceList{v1.ResourceCPU: resource.MustParse(n.cpu), v1.ResourceMemory: resource.MustParse("4Gi"), v1.ResourcePods: resource.MustParse("110")}

@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,9 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
-	"github.com/wasmsched/wasmsched/internal/controlplane"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
@@ -67,52 +64,23 @@ func TestBatchingAndHintsInScheduler(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane and a scheduler")
 	}
-	controlplane.QuietLogs()
 	ctx := context.Background()
-	cp, err := controlplane.Start(ctx, controlplane.Options{TB: t})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	cp := startCluster(t)
 	const profile = "default-scheduler"
-	cfg := map[string]any{
-		"apiVersion":       "kubescheduler.config.k8s.io/v1",
-		"kind":             "KubeSchedulerConfiguration",
-		"clientConnection": map[string]any{"kubeconfig": kubeconfig},
-		"leaderElection":   map[string]any{"leaderElect": false},
-		"profiles": []any{map[string]any{
-			"schedulerName": profile,
-			"plugins":       map[string]any{"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": Name, "weight": 10}}}},
-			// The system's default spreading constraints make every pod
-			// unsignable (PodTopologySpread refuses to sign under them).
-			"pluginConfig": []any{map[string]any{"name": "PodTopologySpread", "args": map[string]any{"defaultingType": "List"}}, map[string]any{"name": Name, "args": map[string]any{"namespace": "default", "policies": []any{map[string]any{
-				"name": "ranked", "source": map[string]any{"file": testwasm.Path(t, "test/guests/probe")},
-				"settings": map[string]any{
-					"scoreLabel": "rank", "preferAnnotation": "prefer", "rejectLabel": "closed",
-					"signature": map[string]any{"annotationKeys": []string{"prefer"}},
-					"requeue":   map[string]any{"nodeLabelKeys": []string{"closed"}},
-				},
-			}}}}},
-		}},
-	}
-	b, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "scheduler.json")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := controlplane.StartScheduler(ctx, controlplane.SchedulerOptions{Kubeconfig: kubeconfig, ConfigFile: path,
-		RegistryOptions: []app.Option{app.WithPlugin(Name, New)}})
-	if err != nil {
+	args := map[string]any{"namespace": "default", "policies": []any{map[string]any{
+		"name": "ranked", "source": map[string]any{"file": testwasm.Path(t, "test/guests/probe")},
+		"settings": map[string]any{
+			"scoreLabel": "rank", "preferAnnotation": "prefer", "rejectLabel": "closed",
+			"signature": map[string]any{"annotationKeys": []string{"prefer"}},
+			"requeue":   map[string]any{"nodeLabelKeys": []string{"closed"}},
+		},
+	}}}
+	// The system's default spreading constraints make every pod unsignable
+	// (PodTopologySpread refuses to sign under them).
+	spread := map[string]any{"name": "PodTopologySpread", "args": map[string]any{"defaultingType": "List"}}
+	if err := cp.scheduler(t, args, 10, spread); err != nil {
 		t.Fatalf("start-up: %v", err)
 	}
-	t.Cleanup(s.Stop)
 	c := cp.Client()
 
 	// Ten nodes ranked 0..90, room for one pod each.
@@ -241,23 +209,14 @@ func TestSwapRequeuesOnlyItsRejections(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane and a scheduler")
 	}
-	controlplane.QuietLogs()
 	defer func(p time.Duration) { filePoll = p }(filePoll)
 	filePoll = 50 * time.Millisecond
 	ctx := context.Background()
-	cp, err := controlplane.Start(ctx, controlplane.Options{TB: t})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	cp := startCluster(t)
 	probe := testwasm.Bytes(t, "test/guests/probe")
 	var policies []any
 	for _, name := range []string{"alpha", "beta"} {
-		path := filepath.Join(dir, name+".wasm")
+		path := filepath.Join(cp.dir, name+".wasm")
 		if err := os.WriteFile(path, probe, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -266,31 +225,9 @@ func TestSwapRequeuesOnlyItsRejections(t *testing.T) {
 			"settings": map[string]any{"needAnnotation": name}})
 	}
 	const profile = "default-scheduler"
-	cfg := map[string]any{
-		"apiVersion":       "kubescheduler.config.k8s.io/v1",
-		"kind":             "KubeSchedulerConfiguration",
-		"clientConnection": map[string]any{"kubeconfig": kubeconfig},
-		"leaderElection":   map[string]any{"leaderElect": false},
-		"profiles": []any{map[string]any{
-			"schedulerName": profile,
-			"plugins":       map[string]any{"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": Name}}}},
-			"pluginConfig":  []any{map[string]any{"name": Name, "args": map[string]any{"namespace": "default", "policies": policies}}},
-		}},
-	}
-	b, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "scheduler.json")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := controlplane.StartScheduler(ctx, controlplane.SchedulerOptions{Kubeconfig: kubeconfig, ConfigFile: path,
-		RegistryOptions: []app.Option{app.WithPlugin(Name, New)}})
-	if err != nil {
+	if err := cp.scheduler(t, map[string]any{"namespace": "default", "policies": policies}, 0); err != nil {
 		t.Fatalf("start-up: %v", err)
 	}
-	t.Cleanup(s.Stop)
 	c := cp.Client()
 	alloc := v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("8Gi"), v1.ResourcePods: resource.MustParse("10")}
 	if _, err := c.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: v1.NodeStatus{Allocatable: alloc, Capacity: alloc}}, metav1.CreateOptions{}); err != nil {
@@ -318,7 +255,7 @@ func TestSwapRequeuesOnlyItsRejections(t *testing.T) {
 	// A new version of alpha (the same rules, other bytes: a custom section
 	// appended): x is retried, and rejected again; y is not retried.
 	module := append(slices.Clone(probe), 0x00, 0x05, 0x04, 'n', 'o', 't', 'e')
-	if err := os.WriteFile(filepath.Join(dir, "alpha.wasm"), module, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(cp.dir, "alpha.wasm"), module, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "alpha's new version to requeue its pod", 30*time.Second, func() bool { return swapRequeues() > requeued })

@@ -73,8 +73,12 @@ type Policy struct {
 
 	closing atomic.Bool
 	stats   counters
-	// scoresNodes: the module scores many nodes in one call.
-	scoresNodes bool
+	// scoresNodes: the module scores many nodes in one call; scoresRaw:
+	// without normalising too.
+	scoresNodes, scoresRaw bool
+	// memo is the raw scores of the last cycle scored through it
+	// (memo.go).
+	memo atomic.Pointer[scoreMemo]
 	// usage: a node whose object did not change is sent as a NodeUsage.
 	usage bool
 
@@ -200,6 +204,7 @@ func Load(ctx context.Context, opts Options) (*Policy, error) {
 		}
 	}
 	p.scoresNodes = first.in.ScoresNodes()
+	p.scoresRaw = first.in.ScoresNodesRaw()
 	// With wants_pods the pod list changes with the usage: send it whole.
 	p.usage = info.GetAcceptsUsage() && !info.GetWantsPods()
 	p.context = readsContext(info)

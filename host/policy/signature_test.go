@@ -3,6 +3,7 @@ package policy
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -112,5 +113,44 @@ func TestSignatureBadField(t *testing.T) {
 	var ce *engine.CallError
 	if !errors.As(err, &ce) || ce.Kind != engine.KindInvalid || !strings.Contains(err.Error(), `its pod signature declares the field "spec.volumes", which the ABI's Pod does not have`) {
 		t.Fatalf("Load: %v, want the bad field named", err)
+	}
+}
+
+// A version that declared its signature is asked, in the next cycle of a
+// pod of the same signature, only for the nodes that changed; a pod of
+// another signature, or a later cycle, has every node scored again.
+func TestScoreMemo(t *testing.T) {
+	p := load(t, `{"scoreCount": true, "signature": {"annotationKeys": ["kind"]}}`)
+	nodes := []fwk.NodeInfo{mkNode("n1", nil), mkNode("n2", nil), mkNode("n3", nil)}
+	score := func(pod *v1.Pod, nodes []fwk.NodeInfo) []int64 {
+		t.Helper()
+		res, err := p.ScoreAllMemo(ctx, NewCycle(pod, nodes), nodes)
+		if err != nil || res.Bad >= 0 || res.Normalized {
+			t.Fatalf("ScoreAllMemo: %+v %v, want raw scores", res, err)
+		}
+		return res.Values
+	}
+	a := annotated("a", map[string]string{"kind": "x"}, nil)
+	if got := score(a, nodes); !slices.Equal(got, []int64{1, 2, 3}) {
+		t.Fatalf("first cycle: %v, want every node scored", got)
+	}
+	// Same signature, n2 changed (a pod landed there): only n2 is scored.
+	nodes[1] = mkNode("n2", map[string]string{"changed": ""})
+	b := annotated("b", map[string]string{"kind": "x", "other": "y"}, nil)
+	if got := score(b, nodes); !slices.Equal(got, []int64{1, 4, 3}) {
+		t.Fatalf("same signature, n2 changed: %v, want n1 and n3 reused, n2 scored again", got)
+	}
+	// Another signature: every node again.
+	c := annotated("c", map[string]string{"kind": "z"}, nil)
+	if got := score(c, nodes); !slices.Equal(got, []int64{5, 6, 7}) {
+		t.Fatalf("other signature: %v, want every node scored", got)
+	}
+	// A version without a declared signature is never memoised.
+	q := load(t, `{"scoreCount": true}`)
+	for _, want := range [][]int64{{1, 2, 3}, {4, 5, 6}} {
+		res, err := q.ScoreAllMemo(ctx, NewCycle(a, nodes), nodes)
+		if err != nil || !slices.Equal(res.Values, want) {
+			t.Fatalf("undeclared: %+v %v, want every node scored: %v", res, err, want)
+		}
 	}
 }

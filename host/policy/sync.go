@@ -29,6 +29,8 @@ type Cycle struct {
 	// views are the pod encoded for policies that declared what they read
 	// of it (policy.view), by view.
 	views sync.Map // *podView -> []byte
+	// sigs are the pod's signatures, by view (memo.go).
+	sigs sync.Map // *podView -> string
 
 	// released is set when the scheduling cycle ends: the scheduler reuses
 	// the snapshot's NodeInfos for the next cycle, so the binding phase

@@ -31,6 +31,10 @@ type settings struct {
 	// NeedAnnotation: Filter rejects every node for a pod without this
 	// annotation.
 	NeedAnnotation string `json:"needAnnotation"`
+	// ScoreCount: Score returns how many times this instance's Score ran
+	// (1 for the first call), so that a test sees which nodes were scored
+	// again.
+	ScoreCount bool `json:"scoreCount"`
 	// Signature and Requeue are declared as given.
 	Signature *guest.Signature `json:"signature"`
 	Requeue   *guest.Requeue   `json:"requeue"`
@@ -408,6 +412,9 @@ func policy() *guest.Policy {
 			return 0, st
 		}
 		switch {
+		case s.ScoreCount:
+			scoreCalls++
+			return scoreCalls, guest.OK()
 		case s.CountNodes:
 			return int64(c.State.(int)), guest.OK()
 		case s.ScorePods:
@@ -486,6 +493,9 @@ func manyReasons(node string) guest.Status {
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+// scoreCalls counts Score calls for ScoreCount.
+var scoreCalls int64
 
 func init() { guest.Register(policy()) }
 
