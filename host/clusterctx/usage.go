@@ -104,9 +104,18 @@ func (u *Usage) WatchKey(key string) {
 	}
 	u.keys = append(u.keys, key)
 	sort.Strings(u.keys)
-	for _, p := range u.pods {
-		if v, ok := p.labels[key]; ok && p.counted {
-			u.add(tenantKey{key, v}, p.requests, 1)
+	// In UID order, so that the tenants' change log (and what instances
+	// are sent) does not depend on map order.
+	uids := make([]types.UID, 0, len(u.pods))
+	for uid := range u.pods {
+		uids = append(uids, uid)
+	}
+	slices.Sort(uids)
+	for _, uid := range uids {
+		if p := u.pods[uid]; p.counted {
+			if v, ok := p.labels[key]; ok {
+				u.add(tenantKey{key, v}, p.requests, 1)
+			}
 		}
 	}
 }
