@@ -205,6 +205,16 @@ func (pl *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHin
 // hint answers for pod, rejected earlier: Queue when a policy that
 // rejected it declared nothing, is gone, or declared an event matches.
 func (pl *Plugin) hint(pod *v1.Pod, matches func(*abiv1.Requeue) bool) fwk.QueueingHint {
+	return pl.hintFor(pod, func(req *abiv1.Requeue, _ *abiv1.PolicyInfo) bool { return matches(req) })
+}
+
+// readsUsage reports whether a policy reads tenant usage.
+func readsUsage(info *abiv1.PolicyInfo) bool {
+	return info.GetWantsNamespaceUsage() || len(info.GetUsageLabelKeys()) > 0
+}
+
+// hintFor is hint with the policy's info at hand.
+func (pl *Plugin) hintFor(pod *v1.Pod, matches func(*abiv1.Requeue, *abiv1.PolicyInfo) bool) fwk.QueueingHint {
 	rej := pl.rejected.get(pod.UID)
 	if rej == nil {
 		// Not turned away by a policy this process saw (a restart, another
@@ -218,7 +228,7 @@ func (pl *Plugin) hint(pod *v1.Pod, matches func(*abiv1.Requeue) bool) fwk.Queue
 			return fwk.Queue
 		}
 		req := v.Info().GetRequeue()
-		if req == nil || matches(req) {
+		if req == nil || matches(req, v.Info()) {
 			return fwk.Queue
 		}
 	}
@@ -333,7 +343,13 @@ func (pl *Plugin) hintPodDeleted(_ klog.Logger, pod *v1.Pod, oldObj, _ any) (fwk
 		// as a member of something (pod_added covers its arrival).
 		return pl.hint(pod, func(req *abiv1.Requeue) bool { return podMatches(req.GetPodAdded(), pod, deleted) }), nil
 	}
-	return pl.hint(pod, func(req *abiv1.Requeue) bool { return podMatches(req.GetPodDeleted(), pod, deleted) }), nil
+	// A policy that reads tenant usage is retried once the usage counted
+	// the pod out (watchUsage), not on the event: the usage may not have
+	// seen it yet, and a retry refused on the old count leaves the pod
+	// nominated on the old count (preemption may then evict again).
+	return pl.hintFor(pod, func(req *abiv1.Requeue, info *abiv1.PolicyInfo) bool {
+		return podMatches(req.GetPodDeleted(), pod, deleted) && !readsUsage(info)
+	}), nil
 }
 
 // hintPodUpdated: the rejected pod's own update always retries it; another
@@ -348,9 +364,9 @@ func (pl *Plugin) hintPodUpdated(_ klog.Logger, pod *v1.Pod, oldObj, newObj any)
 	bound := oldPod.Spec.NodeName == "" && newPod.Spec.NodeName != ""
 	relabelled := !equality.Semantic.DeepEqual(oldPod.Labels, newPod.Labels)
 	shrank := newPod.Spec.NodeName != "" && requestsShrank(oldPod, newPod)
-	return pl.hint(pod, func(req *abiv1.Requeue) bool {
+	return pl.hintFor(pod, func(req *abiv1.Requeue, info *abiv1.PolicyInfo) bool {
 		return ((bound || relabelled) && podMatches(req.GetPodAdded(), pod, newPod)) ||
-			(shrank && podMatches(req.GetPodDeleted(), pod, newPod))
+			(shrank && podMatches(req.GetPodDeleted(), pod, newPod) && !readsUsage(info))
 	}), nil
 }
 
