@@ -69,7 +69,7 @@ func (pl *Plugin) newCycle(pod *v1.Pod, nodes []fwk.NodeInfo) *cycleState {
 		}
 		v := s.Current()
 		if v == nil {
-			if s.required && a.FailurePolicy == FailurePolicyFail {
+			if s.blocksWithoutVersion() {
 				blocked = append(blocked[:len(blocked):len(blocked)], blocker{name: a.Name, reason: s.noVersionReason()})
 			}
 			continue

@@ -55,7 +55,7 @@ func (pl *Plugin) SignPod(ctx context.Context, pod *v1.Pod) ([]fwk.SignFragment,
 		}
 		v := s.Current()
 		if v == nil {
-			if s.required && a.FailurePolicy == FailurePolicyFail {
+			if s.blocksWithoutVersion() {
 				return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("policy %s has no version", a.Name))
 			}
 			continue

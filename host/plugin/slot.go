@@ -85,6 +85,13 @@ func (s *Slot) setMissing(why string) {
 	s.mu.Unlock()
 }
 
+// blocksWithoutVersion reports whether pods must wait while the slot has no
+// version: it is required and fails closed. Otherwise a slot without a
+// version is left out of cycles (and signatures).
+func (s *Slot) blocksWithoutVersion() bool {
+	return s.required && s.args().FailurePolicy == FailurePolicyFail
+}
+
 // Current returns the version the slot runs now.
 func (s *Slot) Current() *policy.Policy { return s.current.Load() }
 

@@ -9,6 +9,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+	"github.com/wasmsched/wasmsched/host/engine"
 )
 
 // The framework calls Filter and Score once per node from 16 goroutines. Made
@@ -180,7 +181,7 @@ type Scores struct {
 // that fails returns an error.
 func (p *Policy) ScoreAll(ctx context.Context, c *Cycle, nodes []fwk.NodeInfo) (Scores, error) {
 	if p.scoresNodes {
-		return p.scoreNodes(ctx, c, nodes)
+		return p.scoreNodes(ctx, c, nodes, false)
 	}
 	res := Scores{Values: make([]int64, len(nodes)), Bad: -1, Status: success}
 	var mu sync.Mutex
@@ -219,10 +220,15 @@ func (p *Policy) ScoreAll(ctx context.Context, c *Cycle, nodes []fwk.NodeInfo) (
 	return res, nil
 }
 
-// scoreNodes is ScoreAll in one wasmsched_score_nodes call.
-func (p *Policy) scoreNodes(ctx context.Context, c *Cycle, nodes []fwk.NodeInfo) (Scores, error) {
+// scoreNodes is ScoreAll in one wasmsched_score_nodes call, or, with raw,
+// in one wasmsched_score_nodes_raw call: the scores not normalised.
+func (p *Policy) scoreNodes(ctx context.Context, c *Cycle, nodes []fwk.NodeInfo, raw bool) (Scores, error) {
+	call, score := "score_nodes", (*engine.Instance).ScoreNodes
+	if raw {
+		call, score = "score_nodes_raw", (*engine.Instance).ScoreNodesRaw
+	}
 	res := Scores{Bad: -1, Status: success}
-	err := p.with(ctx, "score_nodes", func(m *member) error {
+	err := p.with(ctx, call, func(m *member) error {
 		if err := p.prepare(m, c); err != nil {
 			return err
 		}
@@ -230,19 +236,19 @@ func (p *Policy) scoreNodes(ctx context.Context, c *Cycle, nodes []fwk.NodeInfo)
 		if err != nil {
 			return err
 		}
-		values, code, bad, err := m.in.ScoreNodes(hs)
+		values, code, bad, err := score(m.in, hs)
 		if err != nil {
 			return err
 		}
 		if code != abiv1.Code_CODE_SUCCESS {
-			st, err := p.status(m, "score_nodes", code)
+			st, err := p.status(m, call, code)
 			if err != nil {
 				return err
 			}
 			res.Bad, res.Status = bad, st
 			return nil
 		}
-		res.Values, res.Normalized = values, true
+		res.Values, res.Normalized = values, !raw
 		return nil
 	})
 	if err != nil {

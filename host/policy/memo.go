@@ -5,10 +5,6 @@ import (
 	"time"
 
 	fwk "k8s.io/kube-scheduler/framework"
-
-	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
-	"github.com/wasmsched/wasmsched/host/convert"
-	"github.com/wasmsched/wasmsched/host/engine"
 )
 
 // maxMemoAge bounds how long a cycle's raw scores serve later cycles: the
@@ -69,38 +65,17 @@ func (p *Policy) ScoreAllMemo(ctx context.Context, c *Cycle, nodes []fwk.NodeInf
 	res := Scores{Bad: -1, Status: success}
 	var raw []int64
 	if len(ask) > 0 {
-		err := p.with(ctx, "score_nodes_raw", func(m *member) error {
-			if err := p.prepare(m, c); err != nil {
-				return err
-			}
-			hs, err := p.syncNodes(m, ask)
-			if err != nil {
-				return err
-			}
-			values, code, bad, err := m.in.ScoreNodesRaw(hs)
-			if err != nil {
-				return err
-			}
-			if code != abiv1.Code_CODE_SUCCESS {
-				st, err := p.status(m, "score_nodes_raw", code)
-				if err != nil {
-					return err
-				}
-				res.Bad, res.Status = bad, st
-				if prev != nil && bad < len(missing) {
-					res.Bad = missing[bad]
-				}
-				return nil
-			}
-			raw = values
-			return nil
-		})
+		asked, err := p.scoreNodes(ctx, c, ask, true)
 		if err != nil {
 			return Scores{Bad: -1}, err
 		}
-		if res.Bad >= 0 {
-			return res, nil
+		if asked.Bad >= 0 {
+			if prev != nil && asked.Bad < len(missing) {
+				asked.Bad = missing[asked.Bad]
+			}
+			return asked, nil
 		}
+		raw = asked.Values
 	}
 	values := raw
 	if prev != nil {
@@ -127,7 +102,7 @@ func (c *Cycle) signature(view *podView) string {
 	if s, ok := c.sigs.Load(view); ok {
 		return s.(string)
 	}
-	s := string(engine.Marshal(view.strip(convert.Pod(c.Pod), false)))
+	s := string(view.signature(c.podMessage()))
 	c.sigs.Store(view, s)
 	return s
 }

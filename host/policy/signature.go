@@ -115,6 +115,12 @@ func (v *podView) strip(m *abiv1.Pod, identity bool) *abiv1.Pod {
 	return out
 }
 
+// signature is the declared part of m, without its identity, encoded:
+// equal for pods the version judges alike.
+func (v *podView) signature(m *abiv1.Pod) []byte {
+	return engine.Marshal(v.strip(m, false))
+}
+
 // pick returns all of kvs, or those whose key is in keys (sorted), in
 // kvs's order (sorted by key).
 func pick(kvs []*abiv1.KeyValue, all bool, keys []string) []*abiv1.KeyValue {
@@ -189,7 +195,7 @@ func (p *Policy) Signing() Signing {
 func (p *Policy) Sign(ctx context.Context, pod *v1.Pod) (sig []byte, ok bool, reason string, err error) {
 	switch p.Signing() {
 	case Declared:
-		return engine.Marshal(p.view.strip(convert.Pod(pod), false)), true, "", nil
+		return p.view.signature(convert.Pod(pod)), true, "", nil
 	case Unsigned:
 		return nil, false, "it declares no pod signature", nil
 	}

@@ -24,8 +24,11 @@ type Cycle struct {
 	// wants_all_nodes. It may be nil when none does.
 	Nodes []fwk.NodeInfo
 
-	once sync.Once
-	req  []byte
+	// msg is the pod converted, once; req the CycleRequest with it whole,
+	// encoded once, for policies sent whole pods.
+	msgOnce, reqOnce sync.Once
+	msg              *abiv1.Pod
+	req              []byte
 	// views are the pod encoded for policies that declared what they read
 	// of it (policy.view), by view.
 	views sync.Map // *podView -> []byte
@@ -50,19 +53,26 @@ func NewCycle(pod *v1.Pod, nodes []fwk.NodeInfo) *Cycle {
 	return &Cycle{ID: cycleIDs.Add(1), Pod: pod, Nodes: nodes}
 }
 
+// podMessage is the cycle's pod converted to the ABI, once. The message is
+// only read afterwards (strip shares its parts).
+func (c *Cycle) podMessage() *abiv1.Pod {
+	c.msgOnce.Do(func() { c.msg = convert.Pod(c.Pod) })
+	return c.msg
+}
+
 // request is the cycle's CycleRequest for a policy that declared view of
 // the pod (nil: the whole pod), encoded once per view.
 func (c *Cycle) request(view *podView) []byte {
-	c.once.Do(func() {
-		c.req = engine.Marshal(&abiv1.CycleRequest{Cycle: c.ID, Pod: convert.Pod(c.Pod)})
-	})
 	if view == nil {
+		c.reqOnce.Do(func() {
+			c.req = engine.Marshal(&abiv1.CycleRequest{Cycle: c.ID, Pod: c.podMessage()})
+		})
 		return c.req
 	}
 	if b, ok := c.views.Load(view); ok {
 		return b.([]byte)
 	}
-	pod := view.strip(convert.Pod(c.Pod), true)
+	pod := view.strip(c.podMessage(), true)
 	b, _ := c.views.LoadOrStore(view, engine.Marshal(&abiv1.CycleRequest{Cycle: c.ID, Pod: pod}))
 	return b.([]byte)
 }
