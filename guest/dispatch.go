@@ -461,7 +461,55 @@ func (in *instance) scoreNodes(n uint32, normalize bool) (Code, uint32) {
 			return Code(code), n
 		}
 	}
-	if cap(in.scores) < 8*int(n) {
+	in.putScores(scores)
+	in.pending = nil
+	return Success, 0
+}
+
+// normalizeScores handles wasmsched_normalize_scores: NormalizeScore over n
+// resident nodes, whose handles the host wrote to the buffer as n
+// little-endian int32s followed by their n raw scores as little-endian
+// int64s. On success it returns Success and fills in.scores with the n
+// final scores; otherwise the code and the index of an unknown node, or n
+// when NormalizeScore failed, with the reasons as the detail. It is
+// NormalizeScore without a message to decode or encode: the host calls it
+// once per batched cycle, over every cached node.
+func (in *instance) normalizeScores(n uint32) (Code, uint32) {
+	if c := in.needCycle(); c != 0 {
+		return Code(c), 0
+	}
+	if uint64(n)*12 > uint64(len(in.in)) {
+		return Code(in.fail(Error, errOverrun.Error())), 0
+	}
+	if cap(in.nodeScores) < int(n) {
+		in.nodeScores = make([]NodeScore, n)
+	}
+	scores := in.nodeScores[:n]
+	raw := in.in[4*n:]
+	for i := range scores {
+		h := binary.LittleEndian.Uint32(in.in[4*i:])
+		node := in.node(h)
+		if node == nil {
+			return Code(in.unknownNode(h)), uint32(i)
+		}
+		scores[i] = NodeScore{Node: node, Score: int64(binary.LittleEndian.Uint64(raw[8*i:]))}
+	}
+	if p := in.policy; p.NormalizeScore != nil {
+		if code := in.status(p.NormalizeScore(in.cycle, scores)); code != uint32(Success) {
+			clear(scores)
+			return Code(code), n
+		}
+	}
+	in.putScores(scores)
+	in.pending = nil
+	return Success, 0
+}
+
+// putScores writes scores to in.scores as little-endian int64s and lets go
+// of their nodes.
+func (in *instance) putScores(scores []NodeScore) {
+	n := len(scores)
+	if cap(in.scores) < 8*n {
 		in.scores = make([]byte, 8*n)
 	}
 	in.scores = in.scores[:8*n]
@@ -469,8 +517,6 @@ func (in *instance) scoreNodes(n uint32, normalize bool) (Code, uint32) {
 		binary.LittleEndian.PutUint64(in.scores[8*i:], uint64(sc.Score))
 		scores[i] = NodeScore{} // keep no node alive past the call
 	}
-	in.pending = nil
-	return Success, 0
 }
 
 // call handles wasmsched_call, the generic entry for the points that carry

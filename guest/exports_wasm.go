@@ -97,8 +97,22 @@ func exportScoreNodesRaw(n uint32) uint64 {
 	return scoreNodesResult(n, false)
 }
 
+//go:wasmexport wasmsched_normalize_scores
+func exportNormalizeScores(n uint32) uint64 {
+	enter()
+	code, i := inst.normalizeScores(n)
+	return scoresResult(n, code, i)
+}
+
 func scoreNodesResult(n uint32, normalize bool) uint64 {
 	code, i := inst.scoreNodes(n, normalize)
+	return scoresResult(n, code, i)
+}
+
+// scoresResult is the answer of the exports that leave n scores in
+// inst.scores: code << 32 | their address on success, code << 32 | the
+// index of the failure otherwise.
+func scoresResult(n uint32, code Code, i uint32) uint64 {
 	if code == Success {
 		if n == 0 {
 			return uint64(Success) << 32

@@ -250,6 +250,17 @@ func FuzzDispatch(f *testing.F) {
 		case code2 != Success && bad > n:
 			t.Fatalf("score_nodes: failure at node %d of %d", bad, n)
 		}
+		// normalize_scores reads callB as handles, then raw scores.
+		n = send(callB, point) / 12
+		code2, bad = inst.normalizeScores(n)
+		expectCode(t, "normalize_scores", uint32(code2))
+		expectResult(t, "normalize_scores")
+		switch {
+		case code2 == Success && len(inst.scores) != 8*int(n):
+			t.Fatalf("normalize_scores: %d bytes of scores for %d nodes", len(inst.scores), n)
+		case code2 != Success && bad > n:
+			t.Fatalf("normalize_scores: failure at node %d of %d", bad, n)
+		}
 		expectCode(t, "call", inst.call(point, send(callB, 0)))
 		expectResult(t, "call")
 	})

@@ -21,6 +21,7 @@ const (
 	exportScore
 	exportScoreNodes
 	exportScoreNodesRaw
+	exportNormalizeScores
 	exportCall
 	numExports
 )
@@ -38,7 +39,9 @@ var exportNames = [numExports]string{
 	exportScoreNodes: "wasmsched_score_nodes",
 	// exportScoreNodesRaw is wasmsched_score_nodes without NormalizeScore.
 	exportScoreNodesRaw: "wasmsched_score_nodes_raw",
-	exportCall:          "wasmsched_call",
+	// exportNormalizeScores is NormalizeScore without messages.
+	exportNormalizeScores: "wasmsched_normalize_scores",
+	exportCall:            "wasmsched_call",
 }
 
 // guestTime counts the calls into one export, the time spent in them and

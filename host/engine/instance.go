@@ -439,7 +439,7 @@ func (in *Instance) ScoresNodes() bool { return in.fns[exportScoreNodes] != nil 
 // len(hs)), answers a non-success code, it returns that code and bad; the
 // reasons are the call's detail (Result). Only for modules that ScoresNodes.
 func (in *Instance) ScoreNodes(hs []int32) (scores []int64, code abiv1.Code, bad int, err error) {
-	return in.scoreNodes("score_nodes", exportScoreNodes, hs)
+	return in.scoreNodes("score_nodes", exportScoreNodes, hs, nil)
 }
 
 // ScoresNodesRaw reports whether the module also scores many nodes in one
@@ -449,11 +449,33 @@ func (in *Instance) ScoresNodesRaw() bool { return in.fns[exportScoreNodesRaw] !
 // ScoreNodesRaw is ScoreNodes without the guest's NormalizeScore: the raw
 // scores, in the order of hs. Only for modules that ScoresNodesRaw.
 func (in *Instance) ScoreNodesRaw(hs []int32) (scores []int64, code abiv1.Code, bad int, err error) {
-	return in.scoreNodes("score_nodes_raw", exportScoreNodesRaw, hs)
+	return in.scoreNodes("score_nodes_raw", exportScoreNodesRaw, hs, nil)
 }
 
-func (in *Instance) scoreNodes(call string, x export, hs []int32) (scores []int64, code abiv1.Code, bad int, err error) {
-	req := make([]byte, 4*len(hs))
+// NormalizesScores reports whether the module normalises scores without
+// messages (it exports the optional wasmsched_normalize_scores).
+func (in *Instance) NormalizesScores() bool { return in.fns[exportNormalizeScores] != nil }
+
+// NormalizeScores runs the guest's NormalizeScore over the resident nodes
+// of hs with the raw scores raw, and returns the final scores in the order
+// of hs. When the guest answers a non-success code it returns that code and
+// bad == len(hs) (or the index of a node the guest does not hold); the
+// reasons are the call's detail (Result). Only for modules that
+// NormalizesScores.
+func (in *Instance) NormalizeScores(hs []int32, raw []int64) (scores []int64, code abiv1.Code, bad int, err error) {
+	req := make([]byte, 12*len(hs))
+	for i, v := range raw {
+		binary.LittleEndian.PutUint64(req[4*len(hs)+8*i:], uint64(v))
+	}
+	return in.scoreNodes("normalize_scores", exportNormalizeScores, hs, req)
+}
+
+// scoreNodes calls x with the handles hs written at the start of req (the
+// rest of req is the caller's) and reads the len(hs) scores it answers.
+func (in *Instance) scoreNodes(call string, x export, hs []int32, req []byte) (scores []int64, code abiv1.Code, bad int, err error) {
+	if req == nil {
+		req = make([]byte, 4*len(hs))
+	}
 	for i, h := range hs {
 		binary.LittleEndian.PutUint32(req[4*i:], uint32(h))
 	}

@@ -170,6 +170,9 @@ func (p *Policy) NormalizeScore(ctx context.Context, c *Cycle, nodes []fwk.NodeI
 		if err := p.prepare(m, c); err != nil {
 			return err
 		}
+		if p.normalizesRaw {
+			return p.normalizeScores(m, nodes, scores, &s)
+		}
 		req := &abiv1.ScoreList{Scores: make([]*abiv1.NodeScore, len(scores))}
 		for i, sc := range scores {
 			h := m.handle(&p.handles, sc.Name)
@@ -202,6 +205,35 @@ func (p *Policy) NormalizeScore(ctx context.Context, c *Cycle, nodes []fwk.NodeI
 		return nil
 	})
 	return s, err
+}
+
+// normalizeScores is NormalizeScore through wasmsched_normalize_scores: the
+// handles and raw scores go as packed integers and the final scores come
+// back so, with no message to encode or decode on either side. A batched
+// cycle normalises every cached node (hundreds) for one node scored.
+func (p *Policy) normalizeScores(m *member, nodes []fwk.NodeInfo, scores []NodeScore, s *Status) error {
+	hs := make([]int32, len(scores))
+	raw := make([]int64, len(scores))
+	for i, sc := range scores {
+		h := m.handle(&p.handles, sc.Name)
+		if err := p.syncNode(m, h, nodes[i]); err != nil {
+			return err
+		}
+		hs[i], raw[i] = h, sc.Score
+	}
+	values, code, _, err := m.in.NormalizeScores(hs, raw)
+	if err != nil {
+		return err
+	}
+	if code != abiv1.Code_CODE_SUCCESS {
+		*s, err = p.status(m, "normalize_score", code)
+		return err
+	}
+	for i, v := range values {
+		scores[i].Score = v
+	}
+	*s = success
+	return nil
 }
 
 // NodeStatus is a Filter verdict for PostFilter.

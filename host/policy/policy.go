@@ -74,8 +74,9 @@ type Policy struct {
 	closing atomic.Bool
 	stats   counters
 	// scoresNodes: the module scores many nodes in one call; scoresRaw:
-	// without normalising too.
-	scoresNodes, scoresRaw bool
+	// without normalising too; normalizesRaw: it normalises scores
+	// without messages.
+	scoresNodes, scoresRaw, normalizesRaw bool
 	// memo is the raw scores of the last cycle scored through it
 	// (memo.go).
 	memo atomic.Pointer[scoreMemo]
@@ -205,6 +206,7 @@ func Load(ctx context.Context, opts Options) (*Policy, error) {
 	}
 	p.scoresNodes = first.in.ScoresNodes()
 	p.scoresRaw = first.in.ScoresNodesRaw()
+	p.normalizesRaw = first.in.NormalizesScores()
 	// With wants_pods the pod list changes with the usage: send it whole.
 	p.usage = info.GetAcceptsUsage() && !info.GetWantsPods()
 	p.context = readsContext(info)

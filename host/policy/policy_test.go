@@ -87,30 +87,55 @@ func TestFilterVerdictsAndReasons(t *testing.T) {
 	}
 }
 
+// TestScoreAndNormalize: NormalizeScore gives the same scores, and the same
+// rejection, through wasmsched_normalize_scores (packed integers) as
+// through wasmsched_call with a ScoreList.
 func TestScoreAndNormalize(t *testing.T) {
-	p := load(t, `{"scoreLabel": "s", "normalize": true}`)
 	nodes := []fwk.NodeInfo{mkNode("a", map[string]string{"s": "10"}), mkNode("b", map[string]string{"s": "30"}), mkNode("c", map[string]string{"s": "20"})}
-	c := NewCycle(mkPod("p"), nodes)
-	var scores []NodeScore
-	for _, n := range nodes {
-		v, s, err := p.Score(ctx, c, n)
-		if err != nil || !s.IsSuccess() {
-			t.Fatalf("score %s: %v %v", n.Node().Name, s, err)
-		}
-		scores = append(scores, NodeScore{Name: n.Node().Name, Score: v})
-	}
-	if scores[0].Score != 10 || scores[1].Score != 30 {
-		t.Fatalf("raw scores %v", scores)
-	}
-	s, err := p.NormalizeScore(ctx, c, nodes, scores)
-	if err != nil || !s.IsSuccess() {
-		t.Fatalf("normalize: %v %v", s, err)
-	}
-	want := []int64{0, 100, 50}
-	for i, w := range want {
-		if scores[i].Score != w {
-			t.Fatalf("normalised %v, want %v", scores, want)
-		}
+	for _, packed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("packed=%v", packed), func(t *testing.T) {
+			p := load(t, `{"scoreLabel": "s", "normalize": true}`)
+			if !p.normalizesRaw {
+				t.Fatal("the SDK-built probe does not export wasmsched_normalize_scores")
+			}
+			p.normalizesRaw = packed
+			c := NewCycle(mkPod("p"), nodes)
+			var scores []NodeScore
+			for _, n := range nodes {
+				v, s, err := p.Score(ctx, c, n)
+				if err != nil || !s.IsSuccess() {
+					t.Fatalf("score %s: %v %v", n.Node().Name, s, err)
+				}
+				scores = append(scores, NodeScore{Name: n.Node().Name, Score: v})
+			}
+			if scores[0].Score != 10 || scores[1].Score != 30 {
+				t.Fatalf("raw scores %v", scores)
+			}
+			s, err := p.NormalizeScore(ctx, c, nodes, scores)
+			if err != nil || !s.IsSuccess() {
+				t.Fatalf("normalize: %v %v", s, err)
+			}
+			want := []int64{0, 100, 50}
+			for i, w := range want {
+				if scores[i].Score != w {
+					t.Fatalf("normalised %v, want %v", scores, want)
+				}
+			}
+
+			q := load(t, `{"scoreLabel": "s", "at": "normalize", "how": "wasi"}`)
+			q.normalizesRaw = packed
+			c = NewCycle(mkPod("p"), nodes)
+			for i := range scores {
+				scores[i].Score = int64(10 * i)
+			}
+			s, err = q.NormalizeScore(ctx, c, nodes, scores)
+			if err != nil || s.Code != abiv1.Code_CODE_UNSCHEDULABLE || len(s.Reasons) != 1 || !strings.HasPrefix(s.Reasons[0], "probe: wasi:") {
+				t.Fatalf("rejecting normalize: %+v %v, want Unschedulable with the probe's reason", s, err)
+			}
+			if scores[2].Score != 20 {
+				t.Fatalf("a rejected normalize changed the scores: %v", scores)
+			}
+		})
 	}
 }
 
