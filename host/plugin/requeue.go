@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"sync"
@@ -352,13 +353,23 @@ func (pl *Plugin) hintPodDeleted(_ klog.Logger, pod *v1.Pod, oldObj, _ any) (fwk
 	}), nil
 }
 
-// hintPodUpdated: the rejected pod's own update always retries it; another
-// pod bound or relabelled is an arrival (pod_added), a bound pod whose
-// requests shrank a departure (pod_deleted).
+// hintPodUpdated: the rejected pod's own update retries it when it changed
+// what a policy is sent of it; another pod bound or relabelled is an
+// arrival (pod_added), a bound pod whose requests shrank a departure
+// (pod_deleted).
 func (pl *Plugin) hintPodUpdated(_ klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	oldPod, ok1 := oldObj.(*v1.Pod)
 	newPod, ok2 := newObj.(*v1.Pod)
-	if !ok1 || !ok2 || newPod.UID == pod.UID {
+	if !ok1 || !ok2 {
+		return fwk.Queue, nil
+	}
+	if newPod.UID == pod.UID {
+		// The scheduler's own write after each failed attempt (the
+		// PodScheduled condition) is such an update, and changes nothing a
+		// policy can read: retrying on it filtered every pending pod twice.
+		if samePodMessage(oldPod, newPod) {
+			return fwk.QueueSkip, nil
+		}
 		return fwk.Queue, nil
 	}
 	bound := oldPod.Spec.NodeName == "" && newPod.Spec.NodeName != ""
@@ -368,6 +379,14 @@ func (pl *Plugin) hintPodUpdated(_ klog.Logger, pod *v1.Pod, oldObj, newObj any)
 		return ((bound || relabelled) && podMatches(req.GetPodAdded(), pod, newPod)) ||
 			(shrank && podMatches(req.GetPodDeleted(), pod, newPod) && !readsUsage(info))
 	}), nil
+}
+
+// samePodMessage reports whether two versions of a pod convert to the same
+// ABI Pod (the conversion orders labels, annotations and resources).
+func samePodMessage(a, b *v1.Pod) bool {
+	am, err1 := convert.Pod(a).MarshalVT()
+	bm, err2 := convert.Pod(b).MarshalVT()
+	return err1 == nil && err2 == nil && bytes.Equal(am, bm)
 }
 
 // requestsShrank reports whether any request of the pod went down.

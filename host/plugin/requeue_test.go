@@ -6,6 +6,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 )
@@ -59,6 +61,35 @@ func TestLabelsChanged(t *testing.T) {
 	} {
 		if got := labelsChanged(tc.keys, old, tc.cur); got != tc.want {
 			t.Errorf("keys %v, %v -> %v: labelsChanged = %v, want %v", tc.keys, old, tc.cur, got, tc.want)
+		}
+	}
+}
+
+// The rejected pod's own update retries it only when it changed what a
+// policy is sent: the scheduler's own status write after a failed attempt
+// does not.
+func TestOwnUpdateHint(t *testing.T) {
+	pl := &Plugin{}
+	old := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "a", UID: "u1", ResourceVersion: "1", Annotations: map[string]string{"x": "1"}}}
+	for _, tc := range []struct {
+		name   string
+		change func(*v1.Pod)
+		want   fwk.QueueingHint
+	}{
+		{"PodScheduled condition", func(p *v1.Pod) {
+			p.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: "Unschedulable"}}
+		}, fwk.QueueSkip},
+		{"annotation", func(p *v1.Pod) { p.Annotations = map[string]string{"x": "2"} }, fwk.Queue},
+		{"label", func(p *v1.Pod) { p.Labels = map[string]string{"y": ""} }, fwk.Queue},
+		{"nominated node", func(p *v1.Pod) { p.Status.NominatedNodeName = "n1" }, fwk.Queue},
+		{"toleration", func(p *v1.Pod) { p.Spec.Tolerations = []v1.Toleration{{Key: "k", Operator: v1.TolerationOpExists}} }, fwk.Queue},
+	} {
+		cur := old.DeepCopy()
+		cur.ResourceVersion = "2"
+		tc.change(cur)
+		got, err := pl.hintPodUpdated(klog.Background(), old, old, cur)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: hint %v %v, want %v", tc.name, got, err, tc.want)
 		}
 	}
 }
