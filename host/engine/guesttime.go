@@ -63,8 +63,9 @@ func (g *guestTime) add(d time.Duration) {
 // over all its instances, since it was compiled.
 type ExportTime struct {
 	// Export is the export's name without the "wasmsched_" prefix:
-	// "sync", "cycle", "filter", "score", "score_nodes", "call",
-	// "buffer", "result", "init", "abi_version", "_initialize".
+	// "sync", "cycle", "filter", "score", "score_nodes",
+	// "score_nodes_raw", "normalize_scores", "call", "buffer", "result",
+	// "init", "abi_version", "_initialize".
 	Export string
 	Calls  int64
 	Time   time.Duration

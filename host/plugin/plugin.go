@@ -56,6 +56,9 @@ type Plugin struct {
 	victims victimSelection
 	// rejected is what turned each pending pod away (requeue.go).
 	rejected rejections
+	// eventRequests memoises the requests of the pods of the event the
+	// queue's hints are asked about (requeue.go).
+	eventRequests requestsMemo
 }
 
 var (

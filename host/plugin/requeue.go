@@ -283,7 +283,7 @@ func labelsChanged(keys []string, old, cur map[string]string) bool {
 // podMatches reports whether other is related to the rejected pod as m
 // asks: any pod when m sets nothing, else the same namespace, the same
 // value of one of the label keys, or a request of one of the resources.
-func podMatches(m *abiv1.PodMatch, rejected, other *v1.Pod) bool {
+func podMatches(m *abiv1.PodMatch, rejected, other *v1.Pod, reqs *requestsMemo) bool {
 	if m == nil || other == nil {
 		return false
 	}
@@ -301,7 +301,7 @@ func podMatches(m *abiv1.PodMatch, rejected, other *v1.Pod) bool {
 		}
 	}
 	if len(m.GetResources()) > 0 {
-		r := convert.PodRequests(other)
+		r := reqs.of(other)
 		for _, name := range m.GetResources() {
 			if requests(r, name) {
 				return true
@@ -331,7 +331,7 @@ func requests(r *abiv1.Resources, name string) bool {
 
 func (pl *Plugin) hintPodAdded(_ klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
 	added, _ := newObj.(*v1.Pod)
-	return pl.hint(pod, func(req *abiv1.Requeue) bool { return podMatches(req.GetPodAdded(), pod, added) }), nil
+	return pl.hint(pod, func(req *abiv1.Requeue) bool { return podMatches(req.GetPodAdded(), pod, added, &pl.eventRequests) }), nil
 }
 
 func (pl *Plugin) hintPodDeleted(_ klog.Logger, pod *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
@@ -342,14 +342,14 @@ func (pl *Plugin) hintPodDeleted(_ klog.Logger, pod *v1.Pod, oldObj, _ any) (fwk
 	if deleted != nil && deleted.Spec.NodeName == "" {
 		// A pod that never ran freed nothing; it could only have counted
 		// as a member of something (pod_added covers its arrival).
-		return pl.hint(pod, func(req *abiv1.Requeue) bool { return podMatches(req.GetPodAdded(), pod, deleted) }), nil
+		return pl.hint(pod, func(req *abiv1.Requeue) bool { return podMatches(req.GetPodAdded(), pod, deleted, &pl.eventRequests) }), nil
 	}
 	// A policy that reads tenant usage is retried once the usage counted
 	// the pod out (watchUsage), not on the event: the usage may not have
 	// seen it yet, and a retry refused on the old count leaves the pod
 	// nominated on the old count (preemption may then evict again).
 	return pl.hintFor(pod, func(req *abiv1.Requeue, info *abiv1.PolicyInfo) bool {
-		return podMatches(req.GetPodDeleted(), pod, deleted) && !readsUsage(info)
+		return !readsUsage(info) && podMatches(req.GetPodDeleted(), pod, deleted, &pl.eventRequests)
 	}), nil
 }
 
@@ -374,10 +374,12 @@ func (pl *Plugin) hintPodUpdated(_ klog.Logger, pod *v1.Pod, oldObj, newObj any)
 	}
 	bound := oldPod.Spec.NodeName == "" && newPod.Spec.NodeName != ""
 	relabelled := !equality.Semantic.DeepEqual(oldPod.Labels, newPod.Labels)
-	shrank := newPod.Spec.NodeName != "" && requestsShrank(oldPod, newPod)
 	return pl.hintFor(pod, func(req *abiv1.Requeue, info *abiv1.PolicyInfo) bool {
-		return ((bound || relabelled) && podMatches(req.GetPodAdded(), pod, newPod)) ||
-			(shrank && podMatches(req.GetPodDeleted(), pod, newPod) && !readsUsage(info))
+		if (bound || relabelled) && podMatches(req.GetPodAdded(), pod, newPod, &pl.eventRequests) {
+			return true
+		}
+		return req.GetPodDeleted() != nil && !readsUsage(info) && newPod.Spec.NodeName != "" &&
+			pl.eventRequests.shrank(oldPod, newPod) && podMatches(req.GetPodDeleted(), pod, newPod, &pl.eventRequests)
 	}), nil
 }
 
@@ -389,9 +391,41 @@ func samePodMessage(a, b *v1.Pod) bool {
 	return err1 == nil && err2 == nil && bytes.Equal(am, bm)
 }
 
-// requestsShrank reports whether any request of the pod went down.
-func requestsShrank(oldPod, newPod *v1.Pod) bool {
-	o, n := convert.PodRequests(oldPod), convert.PodRequests(newPod)
+// requestsMemo keeps the requests of the last pods an event carried. The
+// queue asks a plugin's hint once per pending pod it rejected, with the
+// same objects each time: thousands of calls per event when many pods are
+// pending, each of which computed the requests again. The informer's
+// objects are never modified, so a pointer stands for its content; the
+// memo holds the pods it keys on, so their addresses are not reused.
+type requestsMemo struct {
+	mu   sync.Mutex
+	pods [2]*v1.Pod // an update carries two
+	reqs [2]*abiv1.Resources
+	next int
+}
+
+// of returns the pod's requests (convert.PodRequests); a nil memo computes
+// them.
+func (m *requestsMemo) of(pod *v1.Pod) *abiv1.Resources {
+	if m == nil {
+		return convert.PodRequests(pod)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, p := range m.pods {
+		if p == pod {
+			return m.reqs[i]
+		}
+	}
+	r := convert.PodRequests(pod)
+	m.pods[m.next], m.reqs[m.next] = pod, r
+	m.next = 1 - m.next
+	return r
+}
+
+// shrank reports whether any request of the pod went down.
+func (m *requestsMemo) shrank(oldPod, newPod *v1.Pod) bool {
+	o, n := m.of(oldPod), m.of(newPod)
 	if n.GetMilliCpu() < o.GetMilliCpu() || n.GetMemory() < o.GetMemory() || n.GetEphemeralStorage() < o.GetEphemeralStorage() {
 		return true
 	}

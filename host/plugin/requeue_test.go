@@ -38,7 +38,7 @@ func TestPodMatches(t *testing.T) {
 		{"requests cpu only", &abiv1.PodMatch{Resources: []string{"nvidia.com/gpu"}}, pod("b", nil, ""), false},
 		{"one condition suffices", &abiv1.PodMatch{SameNamespace: true, Resources: []string{"nvidia.com/gpu"}}, pod("a", nil, ""), true},
 	} {
-		if got := podMatches(tc.m, rejected, tc.other); got != tc.want {
+		if got := podMatches(tc.m, rejected, tc.other, nil); got != tc.want {
 			t.Errorf("%s: podMatches = %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -90,6 +90,39 @@ func TestOwnUpdateHint(t *testing.T) {
 		got, err := pl.hintPodUpdated(klog.Background(), old, old, cur)
 		if err != nil || got != tc.want {
 			t.Errorf("%s: hint %v %v, want %v", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+// requestsMemo answers for the pods of the last event without converting
+// them again, and tells a request going down from one going up.
+func TestRequestsMemo(t *testing.T) {
+	pod := func(cpu, gpus string) *v1.Pod {
+		req := v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}
+		if gpus != "" {
+			req["nvidia.com/gpu"] = resource.MustParse(gpus)
+		}
+		return &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: req}}}}}
+	}
+	var m requestsMemo
+	a := pod("2", "1")
+	if m.of(a) != m.of(a) {
+		t.Fatal("the same pod converted twice")
+	}
+	for _, tc := range []struct {
+		name     string
+		old, cur *v1.Pod
+		want     bool
+	}{
+		{"cpu down", pod("2", "1"), pod("1", "1"), true},
+		{"gpu removed", pod("2", "1"), pod("2", ""), true},
+		{"gpu down", pod("2", "2"), pod("2", "1"), true},
+		{"cpu up", pod("1", "1"), pod("2", "1"), false},
+		{"gpu added", pod("2", ""), pod("2", "1"), false},
+		{"unchanged", pod("2", "1"), pod("2", "1"), false},
+	} {
+		if got := m.shrank(tc.old, tc.cur); got != tc.want {
+			t.Errorf("%s: shrank = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

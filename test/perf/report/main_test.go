@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -38,5 +39,17 @@ func TestQueueing(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestGuestTime: exports most time first, with the longest call when the
+// run recorded it (older extra.json files did not).
+func TestGuestTime(t *testing.T) {
+	var x extra
+	if err := json.Unmarshal([]byte(`{"guest": {"cycle": {"calls": 10, "ms": 1500}, "sync": {"calls": 3, "ms": 2500, "maxMs": 75.25}}}`), &x); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := x.guestTime(), "sync 3 calls 2.50 s (longest 75.2 ms), cycle 10 calls 1.50 s"; got != want {
+		t.Fatalf("guestTime = %q, want %q", got, want)
 	}
 }
