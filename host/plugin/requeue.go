@@ -3,6 +3,7 @@ package plugin
 import (
 	"bytes"
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -29,32 +30,38 @@ import (
 type rejection struct {
 	pod    *v1.Pod
 	stored atomic.Bool
-	mu     sync.Mutex
-	names  []string
+	mu     sync.Mutex // serialises add
+	// names is replaced, never changed in place: the queue's hints read it
+	// for every pending pod on every event.
+	names atomic.Pointer[[]string]
 }
 
+// list returns the names of the policies that rejected the attempt. The
+// caller must not modify it.
 func (r *rejection) list() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.names)
+	if l := r.names.Load(); l != nil {
+		return *l
+	}
+	return nil
 }
 
-func (r *rejection) has(name string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Contains(r.names, name)
-}
+func (r *rejection) has(name string) bool { return slices.Contains(r.list(), name) }
 
 // rejections holds the rejection of each pod this profile turned away, by
 // UID, until the pod is bound, deleted, or tried again. Safe for concurrent
-// use.
-type rejections struct{ m sync.Map } // types.UID -> *rejection
+// use. The queue's hints look a pod up for every pending pod on every
+// cluster event, so this is a plain map under a read lock (a sync.Map's
+// lookup cost several times more on that path).
+type rejections struct {
+	mu sync.RWMutex
+	m  map[types.UID]*rejection
+}
 
 // start begins a pod's attempt: the previous attempt's record no longer
 // holds. The record is stored on the first rejection only, so pods that
 // fit at once cost a map deletion.
 func (rs *rejections) start(pod *v1.Pod) *rejection {
-	rs.m.Delete(pod.UID)
+	rs.forget(pod.UID)
 	return &rejection{pod: pod}
 }
 
@@ -64,43 +71,65 @@ func (rs *rejections) add(r *rejection, name string) {
 		return
 	}
 	r.mu.Lock()
-	if !slices.Contains(r.names, name) {
-		r.names = append(r.names, name)
+	if cur := r.list(); !slices.Contains(cur, name) {
+		l := append(slices.Clip(cur), name)
+		r.names.Store(&l)
 	}
 	r.mu.Unlock()
 	if !r.stored.Swap(true) {
-		rs.m.Store(r.pod.UID, r)
+		rs.mu.Lock()
+		if rs.m == nil {
+			rs.m = map[types.UID]*rejection{}
+		}
+		rs.m[r.pod.UID] = r
+		rs.mu.Unlock()
 	}
 }
 
 // addPod records a rejection of pod outside its own cycle (a waiting pod
 // rejected by another pod's Permit).
 func (rs *rejections) addPod(pod *v1.Pod, name string) {
-	v, _ := rs.m.LoadOrStore(pod.UID, &rejection{pod: pod})
-	r := v.(*rejection)
+	rs.mu.Lock()
+	r := rs.m[pod.UID]
+	if r == nil {
+		if rs.m == nil {
+			rs.m = map[types.UID]*rejection{}
+		}
+		r = &rejection{pod: pod}
+		rs.m[pod.UID] = r
+	}
 	r.stored.Store(true)
+	rs.mu.Unlock()
 	rs.add(r, name)
 }
 
 func (rs *rejections) get(uid types.UID) *rejection {
-	if v, ok := rs.m.Load(uid); ok {
-		return v.(*rejection)
-	}
-	return nil
+	rs.mu.RLock()
+	defer rs.mu.RUnlock()
+	return rs.m[uid]
 }
 
-func (rs *rejections) forget(uid types.UID) { rs.m.Delete(uid) }
+func (rs *rejections) forget(uid types.UID) {
+	rs.mu.Lock()
+	delete(rs.m, uid)
+	rs.mu.Unlock()
+}
 
 // pods returns the pods whose rejection satisfies match, by
 // namespace/name, as Activate wants them.
 func (rs *rejections) pods(match func(*rejection) bool) map[string]*v1.Pod {
+	rs.mu.RLock()
+	all := make([]*rejection, 0, len(rs.m))
+	for _, r := range rs.m {
+		all = append(all, r)
+	}
+	rs.mu.RUnlock()
 	out := map[string]*v1.Pod{}
-	rs.m.Range(func(_, v any) bool {
-		if r := v.(*rejection); match(r) {
+	for _, r := range all {
+		if match(r) {
 			out[r.pod.Namespace+"/"+r.pod.Name] = r.pod
 		}
-		return true
-	})
+	}
 	return out
 }
 
@@ -373,7 +402,7 @@ func (pl *Plugin) hintPodUpdated(_ klog.Logger, pod *v1.Pod, oldObj, newObj any)
 		return fwk.Queue, nil
 	}
 	bound := oldPod.Spec.NodeName == "" && newPod.Spec.NodeName != ""
-	relabelled := !equality.Semantic.DeepEqual(oldPod.Labels, newPod.Labels)
+	relabelled := !maps.Equal(oldPod.Labels, newPod.Labels)
 	return pl.hintFor(pod, func(req *abiv1.Requeue, info *abiv1.PolicyInfo) bool {
 		if (bound || relabelled) && podMatches(req.GetPodAdded(), pod, newPod, &pl.eventRequests) {
 			return true
