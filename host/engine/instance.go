@@ -467,7 +467,9 @@ func (in *Instance) NormalizeScores(hs []int32, raw []int64) (scores []int64, co
 	for i, v := range raw {
 		binary.LittleEndian.PutUint64(req[4*len(hs)+8*i:], uint64(v))
 	}
-	return in.scoreNodes("normalize_scores", exportNormalizeScores, hs, req)
+	// Failures name the point, as through wasmsched_call: operators and
+	// tests read "normalize_score" whichever export served it.
+	return in.scoreNodes("normalize_score", exportNormalizeScores, hs, req)
 }
 
 // scoreNodes calls x with the handles hs written at the start of req (the
