@@ -212,14 +212,13 @@ func (p *Policy) NormalizeScore(ctx context.Context, c *Cycle, nodes []fwk.NodeI
 // back so, with no message to encode or decode on either side. A batched
 // cycle normalises every cached node (hundreds) for one node scored.
 func (p *Policy) normalizeScores(m *member, nodes []fwk.NodeInfo, scores []NodeScore, s *Status) error {
-	hs := make([]int32, len(scores))
+	hs, err := p.syncNodes(m, nodes)
+	if err != nil {
+		return err
+	}
 	raw := make([]int64, len(scores))
 	for i, sc := range scores {
-		h := m.handle(&p.handles, sc.Name)
-		if err := p.syncNode(m, h, nodes[i]); err != nil {
-			return err
-		}
-		hs[i], raw[i] = h, sc.Score
+		raw[i] = sc.Score
 	}
 	values, code, _, err := m.in.NormalizeScores(hs, raw)
 	if err != nil {
