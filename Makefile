@@ -38,7 +38,9 @@ PKGS          := ./... ./abi/... ./guest/...
 # Processes running test/e2e's tests side by side in make test (see test:).
 E2E_PROCS     ?= 2
 TEST_CLAIMS   := WASMSCHED_TEST_CLAIMS
-RACE_PKGS     := ./host ./host/compose ./host/convert ./host/engine ./host/eval ./host/interrupt ./host/plugin ./host/policy ./host/pool
+RACE_PKGS     := ./host ./host/compose ./host/convert ./host/engine ./host/eval ./host/interrupt ./host/lifecycle ./host/plugin ./host/policy ./host/pool
+# PKGS but RACE_PKGS, as import paths (evaluated only by make test).
+PLAIN_PKGS     = $(filter-out $(shell $(GO) list $(RACE_PKGS)),$(shell $(GO) list $(PKGS)))
 
 .PHONY: minors default-minor smoke k8s-mods check-k8s-mods all build build-cli build-up build-scheduler examples test-scenarios generate generate-abi generate-deepcopy check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo examples-tinygo test-tinygo sdk-proxy sdk-tidy
 
@@ -144,7 +146,7 @@ protoc:
 	     (apt-get update -q >/dev/null && apt-get install -y -q protobuf-compiler libprotobuf-dev >/dev/null)); \
 	  else echo "protoc is missing: install protobuf-compiler (Debian) as root" >&2; exit 1; fi; }
 
-## generate: regenerate abi/v1 from policy.proto and host/plugin's
+## generate: regenerate abi/v1 from policy.proto and host/lifecycle's
 ## zz_generated.deepcopy.go from the plugin's argument types (+k8s:deepcopy-gen
 ## tags in args.go); byte for byte reproducible
 generate: generate-abi generate-deepcopy
@@ -158,12 +160,12 @@ generate-abi: protoc
 	rm -f abi/v1/policy_host.pb.go abi/v1/policy_plugin.pb.go abi/v1/policy_options.pb.go
 
 generate-deepcopy:
-	$(GO) run $(DEEPCOPY_GEN) --output-file zz_generated.deepcopy.go ./host/plugin ./host/api/v1alpha1
+	$(GO) run $(DEEPCOPY_GEN) --output-file zz_generated.deepcopy.go ./host/lifecycle ./host/api/v1alpha1
 	cp host/api/v1alpha1/schedulingpolicy.crd.yaml manifests/crd.yaml
 
 ## check-generate: fail if the committed generated code differs from a fresh
 ## generation (or a generated file is not committed)
-GENERATED := abi/v1/ host/plugin/zz_generated.deepcopy.go host/api/v1alpha1/zz_generated.deepcopy.go manifests/crd.yaml
+GENERATED := abi/v1/ host/lifecycle/zz_generated.deepcopy.go host/api/v1alpha1/zz_generated.deepcopy.go manifests/crd.yaml
 check-generate: generate
 	@git diff --exit-code -- $(GENERATED) && test -z "$$(git ls-files --others --exclude-standard -- $(GENERATED))" || { \
 	  git ls-files --others --exclude-standard -- $(GENERATED); echo "generated code is stale or new: run make generate and commit" >&2; exit 1; }
@@ -183,18 +185,20 @@ test: default-minor vet
 	@# test/e2e's tests mostly wait on control planes and schedulers (a
 	@# process of them keeps about a quarter of 2 cores busy): E2E_PROCS-1
 	@# more processes of them run beside go test's, each test in the first
-	@# process to claim it (testwasm.EnvClaims, test/e2e's TestMain).
+	@# process to claim it (testwasm.EnvClaims, test/e2e's TestMain). The
+	@# host packages that run guests (RACE_PKGS) run once, under the race
+	@# detector, while those processes still run; host/source's tests start
+	@# a control plane, too costly to build with -race on 2 cores.
 	@claims=$$(mktemp -d) && pids= && rc=0; \
 	for i in $$(seq 2 $(E2E_PROCS)); do \
 	  echo "$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ &"; \
 	  $(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ & pids="$$pids $$!"; \
 	done; \
-	echo "$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)"; \
-	$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS) || rc=1; \
+	echo "$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) [every package but RACE_PKGS]"; \
+	$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PLAIN_PKGS) || rc=1; \
+	echo "$(GO) test -count=1 -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS)"; \
+	$(GO) test -count=1 -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS) || rc=1; \
 	for p in $$pids; do wait $$p || rc=1; done; rm -rf $$claims; exit $$rc
-	@# The race detector on the host packages that run guests; host/source's
-	@# tests start a control plane, too costly to build with -race on 2 cores.
-	$(GO) test -count=1 -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
 	@# host/clusterctx's stores and usage are fed by informers while cycles
 	@# read them; -short leaves out its control-plane test.
 	$(GO) test -count=1 -race -short ./host/clusterctx

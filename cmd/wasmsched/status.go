@@ -12,10 +12,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/wasmsched/wasmsched/host/lifecycle"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
-	"github.com/wasmsched/wasmsched/host/plugin"
 )
 
 // runStatus prints the SchedulingPolicies of the namespace and what the
@@ -64,20 +65,20 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	// No SchedulingPolicy: the schedulers' status ConfigMap (policies from
 	// static configuration).
 	client := c.client
-	cm, err := client.CoreV1().ConfigMaps(*namespace).Get(ctx, plugin.StatusConfigMap, metav1.GetOptions{})
+	cm, err := client.CoreV1().ConfigMaps(*namespace).Get(ctx, lifecycle.StatusConfigMap, metav1.GetOptions{})
 	if err != nil {
-		return fmt.Errorf("no SchedulingPolicy in %s, and read %s/%s: %w", *namespace, *namespace, plugin.StatusConfigMap, err)
+		return fmt.Errorf("no SchedulingPolicy in %s, and read %s/%s: %w", *namespace, *namespace, lifecycle.StatusConfigMap, err)
 	}
-	var reports []plugin.Status
+	var reports []lifecycle.Status
 	keys := make([]string, 0, len(cm.Data))
 	for k := range cm.Data {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		var st plugin.Status
+		var st lifecycle.Status
 		if err := json.Unmarshal([]byte(cm.Data[k]), &st); err != nil {
-			return fmt.Errorf("%s/%s key %s: %w", *namespace, plugin.StatusConfigMap, k, err)
+			return fmt.Errorf("%s/%s key %s: %w", *namespace, lifecycle.StatusConfigMap, k, err)
 		}
 		reports = append(reports, st)
 	}
@@ -90,7 +91,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 // printStatus prints reports as a table. A version loading shows as
 // "compiling 3f2a1c9e0b7d for 12s", the time measured from when the
 // scheduler received it to now.
-func printStatus(w io.Writer, reports []plugin.Status, now time.Time) error {
+func printStatus(w io.Writer, reports []lifecycle.Status, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "REPLICA\tPROFILE\tPOLICY\tMODE\tACTIVE DIGEST\tLOADED\tRELOADS\tLOADING\tLAST REJECTED")
 	for _, r := range reports {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmsched/wasmsched/host/plugin"
+	"github.com/wasmsched/wasmsched/host/lifecycle"
 )
 
 // The table shows what each policy loads now, and for how long.
@@ -13,10 +13,10 @@ func TestStatusTableLoading(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	active := strings.Repeat("a", 64)
 	slow := "3f2a1c9e0b7d" + strings.Repeat("0", 52)
-	reports := []plugin.Status{{Replica: "sched-0", Profile: "default", Policies: []plugin.SlotStatus{
-		{Policy: "gpu", Mode: plugin.ModeEnforce, Digest: active, Active: true, LoadedAt: now.Add(-time.Hour), Reloads: 2,
-			Loading: &plugin.Pending{Digest: slow, Since: now.Add(-12*time.Second - 300*time.Millisecond), Stage: "compiling"}},
-		{Policy: "zone", Mode: plugin.ModeEnforce, Digest: active, Active: true, LoadedAt: now.Add(-time.Hour)},
+	reports := []lifecycle.Status{{Replica: "sched-0", Profile: "default", Policies: []lifecycle.SlotStatus{
+		{Policy: "gpu", Mode: lifecycle.ModeEnforce, Digest: active, Active: true, LoadedAt: now.Add(-time.Hour), Reloads: 2,
+			Loading: &lifecycle.Pending{Digest: slow, Since: now.Add(-12*time.Second - 300*time.Millisecond), Stage: "compiling"}},
+		{Policy: "zone", Mode: lifecycle.ModeEnforce, Digest: active, Active: true, LoadedAt: now.Add(-time.Hour)},
 	}}}
 	var out strings.Builder
 	if err := printStatus(&out, reports, now); err != nil {

@@ -12,10 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/dump"
 
+	"github.com/wasmsched/wasmsched/host/lifecycle"
 	"github.com/wasmsched/wasmsched/host/source"
 )
 
-func decode(t *testing.T, js string) (*Args, error) {
+func decode(t *testing.T, js string) (*lifecycle.Args, error) {
 	t.Helper()
 	return DecodeArgs(&runtime.Unknown{Raw: []byte(js), ContentType: runtime.ContentTypeJSON})
 }
@@ -38,10 +39,10 @@ func TestArgsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := a.Policies[0]
-	if p.Weight != 1 || p.FailurePolicy != FailurePolicyFail || p.Timeout.Duration != 200*time.Millisecond || p.MemoryLimit.String() != "256Mi" {
+	if p.Weight != 1 || p.FailurePolicy != lifecycle.FailurePolicyFail || p.Timeout.Duration != 200*time.Millisecond || p.MemoryLimit.String() != "256Mi" {
 		t.Fatalf("defaults: %+v (timeout %v, memory %v)", p, p.Timeout.Duration, p.MemoryLimit)
 	}
-	cfg := p.engineConfig()
+	cfg := p.EngineConfig()
 	if cfg.Name != "gpu" || cfg.CallTimeout != 200*time.Millisecond || cfg.MemoryLimit != 256<<20 {
 		t.Fatalf("engine config %+v", cfg)
 	}
@@ -143,11 +144,11 @@ func TestArgsSettingsVerbatim(t *testing.T) {
 	}
 }
 
-// Arguments handed over already decoded (a *Args, as a scheduler built
+// Arguments handed over already decoded (a *lifecycle.Args, as a scheduler built
 // with the plugin's types passes them) keep every field, the namespace
 // included.
 func TestArgsDecodedObjectKeepsEveryField(t *testing.T) {
-	in := &Args{Namespace: "team-a", Policies: []PolicyArgs{{Name: "a", Source: Source{ConfigMap: "a"}}}}
+	in := &lifecycle.Args{Namespace: "team-a", Policies: []lifecycle.PolicyArgs{{Name: "a", Source: lifecycle.Source{ConfigMap: "a"}}}}
 	a, err := DecodeArgs(in)
 	if err != nil {
 		t.Fatal(err)
@@ -164,14 +165,14 @@ func TestArgsDecodedObjectKeepsEveryField(t *testing.T) {
 // every field the argument types have now or gain later: fill sets each
 // one, through pointers and slices, or fails on a kind it cannot fill.
 func TestArgsDeepCopyEveryField(t *testing.T) {
-	orig, want := &Args{}, &Args{}
+	orig, want := &lifecycle.Args{}, &lifecycle.Args{}
 	fill(t, reflect.ValueOf(orig).Elem(), 1)
 	fill(t, reflect.ValueOf(want).Elem(), 1)
 	c := orig.DeepCopy()
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("DeepCopy lost fields:\n got %s\nwant %s", dump.Pretty(c), dump.Pretty(want))
 	}
-	if obj, ok := orig.DeepCopyObject().(*Args); !ok || !reflect.DeepEqual(obj, want) {
+	if obj, ok := orig.DeepCopyObject().(*lifecycle.Args); !ok || !reflect.DeepEqual(obj, want) {
 		t.Fatalf("DeepCopyObject = %s, want %s", dump.Pretty(obj), dump.Pretty(want))
 	}
 	// Writing every field of the copy in place (through its pointers and

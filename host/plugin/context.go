@@ -14,13 +14,14 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/host/clusterctx"
+	"github.com/wasmsched/wasmsched/host/lifecycle"
 	"github.com/wasmsched/wasmsched/host/policy"
 )
 
 // What a policy reads of the cluster: the allow-list and the binding.
 //
 // A version declares, in its PolicyInfo, the kinds of cluster object it
-// reads and the tenant usage it wants. Before it serves, bindContext checks
+// reads and the tenant usage it wants. Before it serves, bind checks
 // every declared kind against the policy's allow-list (PolicyArgs.Context,
 // the SchedulingPolicy's spec.context), refuses Secrets whatever the list
 // says, gets each kind's store from the scheduler's clusterctx.Registry
@@ -31,9 +32,9 @@ import (
 // contextSyncTimeout bounds the wait for a kind's informer to list every
 // object when a version loads: a kind that cannot sync (CRD not installed,
 // RBAC forbidding the list) refuses the version with the informer's last
-// error rather than hang the load. Below startupTimeout, so that a static
-// policy's refusal names the kind rather than the start-up deadline. A
-// variable so tests can shorten it.
+// error rather than hang the load. Below the lifecycle's start-up wait, so
+// that a policy's refusal names the kind rather than the start-up
+// deadline. A variable so tests can shorten it.
 var contextSyncTimeout = 30 * time.Second
 
 // stageContext: the version loaded and waits for the stores of the kinds
@@ -210,11 +211,12 @@ func allowError(policyName string, k clusterctx.Kind) error {
 	return fmt.Errorf("policy %s reads %s, which its configuration does not allow (add it to context)", policyName, k)
 }
 
-// bindContext checks what version p reads against pa's allow-list and binds
-// it to the cluster's stores and usage (see the top of this file). ctx
-// bounds the wait for the stores to sync, with contextSyncTimeout; stage,
-// if set, is told when that wait begins.
-func bindContext(ctx context.Context, cc *clusterContext, pa *PolicyArgs, p *policy.Policy, stage func(string)) error {
+// bind checks what version p reads against pa's allow-list and binds it
+// to the cluster's stores and usage (see the top of this file): the
+// lifecycle's BindFunc. ctx bounds the wait for the stores to sync, with
+// contextSyncTimeout; stage, if set, is told when that wait begins. cc may
+// be nil (no informers): a version that reads the cluster is refused.
+func (cc *clusterContext) bind(ctx context.Context, pa *lifecycle.PolicyArgs, p *policy.Policy, stage func(string)) error {
 	info := p.Info()
 	kinds := p.ContextKinds()
 	wantsUsage := info.GetWantsNamespaceUsage() || len(info.GetUsageLabelKeys()) > 0

@@ -11,11 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
-	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
 	"github.com/wasmsched/wasmsched/host/clusterctx"
+	"github.com/wasmsched/wasmsched/host/lifecycle"
+	"github.com/wasmsched/wasmsched/host/policy"
 	"github.com/wasmsched/wasmsched/host/source"
 	"github.com/wasmsched/wasmsched/internal/controlplane"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
@@ -27,12 +28,30 @@ const elasticQuotas = "scheduling.x-k8s.io/v1alpha1/elasticquotas"
 
 // probeArgs are the arguments of a probe policy declaring it reads kinds
 // (and namespace usage when usage is set), with allow as its allow-list.
-func probeArgs(t *testing.T, name string, kinds []string, usage bool, allow ...string) PolicyArgs {
+func probeArgs(t *testing.T, name string, kinds []string, usage bool, allow ...string) lifecycle.PolicyArgs {
 	t.Helper()
 	settings := `{"context": [` + quoteAll(kinds) + `], "namespaceUsage": ` + map[bool]string{true: "true", false: "false"}[usage] + `}`
-	s := newTestSlot(t, name, settings, "")
-	s.Args.Context = allow
-	return s.Args
+	a, err := decode(t, `{"policies": [{"name": "`+name+`", "source": {"configMap": "`+name+`"}, "settings": `+settings+`}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa := a.Policies[0]
+	pa.Context = allow // unvalidated: as an older CRD without its rules would let through
+	return pa
+}
+
+// loadBound loads module with pa's settings and binds it through cc, as
+// the lifecycle does before a version serves.
+func loadBound(ctx context.Context, cc *clusterContext, pa lifecycle.PolicyArgs, module []byte) (*policy.Policy, error) {
+	p, err := policy.Load(ctx, policy.Options{Name: pa.Name, Wasm: module, Settings: pa.Settings, Engine: pa.EngineConfig()})
+	if err != nil {
+		return nil, err
+	}
+	if err := cc.bind(ctx, &pa, p, nil); err != nil {
+		_ = p.Close(ctx)
+		return nil, err
+	}
+	return p, nil
 }
 
 func quoteAll(ss []string) string {
@@ -73,9 +92,9 @@ func TestContextAllowList(t *testing.T) {
 		t.Fatal(err)
 	}
 	probe := testwasm.Bytes(t, "test/guests/probe")
-	load := func(cc *clusterContext, pa PolicyArgs) error {
+	load := func(cc *clusterContext, pa lifecycle.PolicyArgs) error {
 		t.Helper()
-		p, err := loadVersion(ctx, klog.Background(), pa, probe, nil, cc)
+		p, err := loadBound(ctx, cc, pa, probe)
 		if p != nil {
 			_ = p.Close(ctx)
 		}
@@ -123,7 +142,7 @@ func TestContextAllowList(t *testing.T) {
 		cc := testContext(t, cp)
 		kinds := []string{"v1/namespaces", "wasmsched.io/v1alpha1/schedulingpolicies"}
 		pa := probeArgs(t, "reader", kinds, true, "scheduling.k8s.io/v1/priorityclasses", kinds[1], kinds[0])
-		p, err := loadVersion(ctx, klog.Background(), pa, probe, nil, cc)
+		p, err := loadBound(ctx, cc, pa, probe)
 		if err != nil {
 			t.Fatalf("load: %v", err)
 		}
@@ -141,15 +160,16 @@ func TestContextAllowList(t *testing.T) {
 // version serving keeps serving, and the status says why.
 func TestContextRefusalKeepsServing(t *testing.T) {
 	a, probe := testwasm.Bytes(t, "test/guests/versions/a"), testwasm.Bytes(t, "test/guests/probe")
-	s := newTestSlot(t, "quota", `{"context": ["`+elasticQuotas+`"]}`, `, "context": ["v1/namespaces"]`)
-	src := newFakeSource()
-	if _, err := run(t, s, src, func() { src.version(a, "test a") }); err != nil {
-		t.Fatalf("start: %v", err)
+	var cc *clusterContext // no informers: nothing to bind to, and a needs none
+	lc, src := startStatic(t, `{"name": "quota", "source": {"file": "unused"}, "settings": {"context": ["`+elasticQuotas+`"]}, "context": ["v1/namespaces"]}`, cc.bind, a)
+	s := lc.Roster().Slot("quota")
+	if s.Current() == nil || s.Current().Digest() != source.Digest(a) {
+		t.Fatalf("serving %v after start-up, want a", s.Current())
 	}
-	src.version(probe, "test probe")
-	waitFor(t, "the probe refused", 30*time.Second, func() bool { return s.Status().LastRejected != nil })
-	if digestOf(s) != source.Digest(a) {
-		t.Fatalf("serving %s, want a", short(digestOf(s)))
+	src.deliver(probe)
+	waitFor(t, "the probe refused", func() bool { return s.Status().LastRejected != nil })
+	if d := s.Current().Digest(); d != source.Digest(a) {
+		t.Fatalf("serving %s, want a", api.ShortDigest(d))
 	}
 	want := "policy quota reads " + elasticQuotas + ", which its configuration does not allow (add it to context)"
 	if r := s.Status().LastRejected; r.Digest != source.Digest(probe) || r.Error != want {
@@ -182,31 +202,13 @@ func TestReserveCountsUsage(t *testing.T) {
 	}
 }
 
-// A SchedulingPolicy's spec.context is its slot's allow-list, and a
-// revision loads with the allow-list it was recorded with (a fallback to
-// the last good revision is checked against what that revision allowed).
-func TestSchedulingPolicyContext(t *testing.T) {
-	sp := &api.SchedulingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "quota"},
-		Spec: api.SchedulingPolicySpec{Module: api.Module{SHA256: strings.Repeat("a", 64)}, Context: []string{"v1/namespaces", elasticQuotas}}}
-	if got := argsOf(sp).Context; len(got) != 2 || got[1] != elasticQuotas {
-		t.Fatalf("argsOf: context %q", got)
-	}
-	old := api.RevisionOf(&api.SchedulingPolicySpec{Module: sp.Spec.Module, Context: []string{"v1/namespaces"}})
-	e := &entry{sp: sp}
-	if got := e.revisionArgs(old).Context; len(got) != 1 || got[0] != "v1/namespaces" {
-		t.Fatalf("revisionArgs: context %q, want the revision's", got)
-	}
-	if old.Key == api.RevisionOf(&sp.Spec).Key {
-		t.Fatal("a change of context is not a new revision")
-	}
-}
-
 // In a real scheduler (the framework's handle, its informer factory before
 // the scheduler starts it): a static policy reading a kind it is not
-// allowed stops start-up with the refusal; allowed, it loads from the
-// scheduler's informers, pods bind, the tenant usage counts them, and the
-// policy reads Namespaces: a pod in a namespace with a label it refuses is
-// refused with its reason.
+// allowed cannot serve, and the profile's pods are refused with the
+// refusal while the scheduler runs; allowed, it loads from the scheduler's
+// informers, pods bind, the tenant usage counts them, and the policy reads
+// Namespaces: a pod in a namespace with a label it refuses is refused with
+// its reason.
 func TestContextInScheduler(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane and a scheduler")
@@ -214,28 +216,39 @@ func TestContextInScheduler(t *testing.T) {
 	ctx := context.Background()
 	cp := startCluster(t)
 	probe := testwasm.Path(t, "test/guests/probe")
-	start := func(allow ...string) error {
+	start := func(allow ...string) (*controlplane.Scheduler, error) {
 		t.Helper()
-		return cp.scheduler(t, map[string]any{"namespace": "default", "policies": []any{map[string]any{
+		return cp.startScheduler(t, map[string]any{"namespace": "default", "policies": []any{map[string]any{
 			"name": "reader", "source": map[string]any{"file": probe}, "context": allow,
 			"settings": map[string]any{"context": []string{"v1/namespaces"}, "namespaceUsage": true, "rejectNamespaceLabel": "wasmsched-test/closed"},
 		}}}, 0)
-	}
-
-	if err := start("scheduling.k8s.io/v1/priorityclasses"); err == nil {
-		t.Fatal("the scheduler started with a policy reading a kind it is not allowed")
-	} else if !strings.Contains(err.Error(), "policy reader reads v1/namespaces, which its configuration does not allow (add it to context)") {
-		t.Fatalf("start-up: %v, want the refusal", err)
-	}
-
-	if err := start("v1/namespaces"); err != nil {
-		t.Fatalf("start-up: %v", err)
 	}
 	c := cp.Client()
 	alloc := v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourcePods: resource.MustParse("110")}
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: v1.NodeStatus{Allocatable: alloc, Capacity: alloc}}
 	if _, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+
+	s, err := start("scheduling.k8s.io/v1/priorityclasses")
+	if err != nil {
+		t.Fatalf("start-up: %v (a policy that cannot serve must not stop the scheduler)", err)
+	}
+	early := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "early", Namespace: "default"}, Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "pause"}}}}
+	if _, err := c.CoreV1().Pods("default").Create(ctx, early, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	refusal := waitFailed(t, c, "default", "early")
+	if !strings.Contains(refusal, "policy reader cannot serve") || !strings.Contains(refusal, "policy reader reads v1/namespaces, which its configuration does not allow (add it to context)") {
+		t.Fatalf("FailedScheduling: %q, want the policy and its refusal named", refusal)
+	}
+	s.Stop()
+	if err := c.CoreV1().Pods("default").Delete(ctx, "early", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := start("v1/namespaces"); err != nil {
+		t.Fatalf("start-up: %v", err)
 	}
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}, Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "pause",
 		Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m")}}}}}}
@@ -251,11 +264,11 @@ func TestContextInScheduler(t *testing.T) {
 		return nil
 	}
 	// Usage counts the pod from Reserve on, before its binding is written.
-	waitFor(t, "the pod counted in namespace default's usage", 30*time.Second, func() bool {
+	waitFor(t, "the pod counted in namespace default's usage", func() bool {
 		u := usage()
 		return u != nil && u.Get("", "default").GetMilliCpu() == 250 && u.Get("", "default").GetPods() == 1
 	})
-	waitFor(t, "the pod bound to n1", 30*time.Second, func() bool {
+	waitFor(t, "the pod bound to n1", func() bool {
 		p, err := c.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{})
 		return err == nil && p.Spec.NodeName == "n1"
 	})
@@ -271,14 +284,7 @@ func TestContextInScheduler(t *testing.T) {
 	if _, err := c.CoreV1().Pods("closed").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var msg string
-	waitFor(t, "the pod in closed refused", 30*time.Second, func() bool {
-		evs, err := c.CoreV1().Events("closed").List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedScheduling"})
-		if err == nil && len(evs.Items) > 0 {
-			msg = evs.Items[0].Message
-		}
-		return msg != ""
-	})
+	msg := waitFailed(t, c, "closed", "p")
 	if !strings.Contains(msg, "probe: namespace closed has label wasmsched-test/closed=yes") {
 		t.Fatalf("FailedScheduling: %q, want the policy's reason naming the namespace's label", msg)
 	}
@@ -294,7 +300,7 @@ func TestContextInScheduler(t *testing.T) {
 	if _, err := c.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the pod in the reopened namespace bound", 30*time.Second, func() bool {
+	waitFor(t, "the pod in the reopened namespace bound", func() bool {
 		p, err := c.CoreV1().Pods("closed").Get(ctx, "p", metav1.GetOptions{})
 		return err == nil && p.Spec.NodeName == "n1"
 	})

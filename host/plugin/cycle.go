@@ -8,6 +8,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/host/compose"
+	"github.com/wasmsched/wasmsched/host/lifecycle"
 	"github.com/wasmsched/wasmsched/host/policy"
 )
 
@@ -28,7 +29,7 @@ type cycleState struct {
 	// shared by clones on purpose.
 	reasons *reasonBudget
 	// blocked: required policies that cannot serve (roster.blocked).
-	blocked []blocker
+	blocked []lifecycle.Blocker
 	// changes are the pods AddPod and RemovePod (PreFilterExtensions) added
 	// to and removed from the node of a simulation, in order: a Filter with
 	// changes is a Filter under changes (compose.FilterChanged). Only the
@@ -60,24 +61,24 @@ func (s *cycleState) withChange(removed bool, pi fwk.PodInfo) {
 // none, deactivated, is left out) and of the shadows beside them.
 func (pl *Plugin) newCycle(pod *v1.Pod, nodes []fwk.NodeInfo) *cycleState {
 	r := pl.currentRoster()
-	members := make([]compose.Member, 0, len(r.slots))
+	members := make([]compose.Member, 0, len(r.runs))
 	blocked := r.blocked
-	for _, s := range r.slots {
-		a := s.args()
-		if a.Mode == ModeShadow {
+	for _, run := range r.runs {
+		s := run.slot
+		if s.Args().Mode == lifecycle.ModeShadow {
 			continue
 		}
 		v := s.Current()
 		if v == nil {
-			if s.blocksWithoutVersion() {
-				blocked = append(blocked[:len(blocked):len(blocked)], blocker{name: a.Name, reason: s.noVersionReason()})
+			if s.BlocksWithoutVersion() {
+				blocked = append(blocked[:len(blocked):len(blocked)], lifecycle.Blocker{Name: s.Name(), Reason: s.NoVersionReason()})
 			}
 			continue
 		}
-		m := s.member(v)
-		if sh := r.shadows[s]; sh != nil {
-			if sv := sh.Current(); sv != nil {
-				run := &shadowRun{enforcing: m, slot: sh, version: sv}
+		m := run.member(v)
+		if sh := r.shadows[run]; sh != nil {
+			if sv := sh.slot.Current(); sv != nil {
+				run := &shadowRun{enforcing: m, shadow: sh, version: sv}
 				m.AfterFilter, m.AfterScore, m.AfterPermit = run.compareFilter, run.compareScores, run.comparePermit
 			}
 		}

@@ -20,10 +20,10 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	cs.Write(stateKey, st)
 	if len(st.blocked) > 0 {
 		for _, b := range st.blocked {
-			pl.rejected.add(st.rejected, b.name)
+			pl.rejected.add(st.rejected, b.Name)
 		}
 		b := st.blocked[0]
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("policy %s cannot serve: %s", b.name, b.reason)).WithPlugin(Name)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("policy %s cannot serve: %s", b.Name, b.Reason)).WithPlugin(Name)
 	}
 	res := st.c.PreFilter(ctx)
 	switch {
@@ -47,7 +47,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 // that follows pod changes while the current one does not gets plain Filter
 // on the modified nodes, as before.
 func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions {
-	for _, s := range pl.currentRoster().slots {
+	for _, s := range pl.lcRoster().Slots {
 		if v := s.Current(); v != nil && v.Implements(abiv1.Point_POINT_POD_CHANGES) {
 			return pl
 		}

@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/wasmsched/wasmsched/host/lifecycle"
 )
 
 const subsystem = "wasmsched"
@@ -35,33 +37,6 @@ var (
 		Buckets:        metrics.ExponentialBuckets(0.000001, 4, 12),
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"policy", "point"})
-	activeVersion = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Subsystem:      subsystem,
-		Name:           "policy_active_version",
-		Help:           "1 for the module digest (sha256) each policy currently runs.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"policy", "digest"})
-	// wasmsched_policy_instances is read at each scrape: instances.go.
-
-	reloadsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
-		Subsystem:      subsystem,
-		Name:           "policy_reloads_total",
-		Help:           "Policy version changes by policy and result: success (swapped in), rejected (the upload was refused, the current version keeps serving), superseded (a newer version replaced it before it finished loading), deleted (the source disappeared).",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"policy", "result"})
-	reloadDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
-		Subsystem:      subsystem,
-		Name:           "policy_reload_duration_seconds",
-		Help:           "Time to validate and swap in a new policy version, from its bytes to serving.",
-		Buckets:        metrics.ExponentialBuckets(0.005, 2, 12),
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"policy"})
-	loadingSince = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Subsystem:      subsystem,
-		Name:           "policy_loading_since_seconds",
-		Help:           "Unix time at which the source handed over the version each policy is loading now, 0 when none loads: time() minus it is how long the load has taken so far.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"policy"})
 	shadowDisagreements = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      subsystem,
 		Name:           "shadow_disagreements_total",
@@ -86,8 +61,7 @@ var (
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(callsTotal, errorsTotal, skipsTotal, callDuration, activeVersion,
-			reloadsTotal, reloadDuration, loadingSince, shadowDisagreements, shadowComparisons, requeuedPods)
-		legacyregistry.CustomMustRegister(guestTime, instances)
+		legacyregistry.MustRegister(callsTotal, errorsTotal, skipsTotal, callDuration, shadowDisagreements, shadowComparisons, requeuedPods)
+		lifecycle.RegisterMetrics()
 	})
 }

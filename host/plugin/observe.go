@@ -44,7 +44,7 @@ func newPointMetrics(policyName string) map[abiv1.Point]*pointMetrics {
 }
 
 // Called counts a policy's calls and their latency (compose.Observer).
-func (s *Slot) Called(c compose.Call) {
+func (s *policyRun) Called(c compose.Call) {
 	m := s.metrics[c.Point]
 	if c.Took > 0 {
 		m.duration.Observe(c.Took.Seconds())
@@ -61,14 +61,14 @@ func (s *Slot) Called(c compose.Call) {
 
 // Failed counts and logs a policy failure, and posts an Event on the pod
 // when the failure policy leaves the policy out (compose.Observer).
-func (s *Slot) Failed(ctx context.Context, pod *v1.Pod, pt abiv1.Point, err *engine.CallError, o compose.Outcome) {
-	name, point, kind := s.Args.Name, engine.PointName(pt), string(err.Kind)
+func (s *policyRun) Failed(ctx context.Context, pod *v1.Pod, pt abiv1.Point, err *engine.CallError, o compose.Outcome) {
+	name, point, kind := s.name(), engine.PointName(pt), string(err.Kind)
 	errorsTotal.WithLabelValues(name, point, kind).Inc()
 	msg := "Policy call failed"
 	if o == compose.Retry {
 		msg = "Batched " + point + " failed, calling the policy node by node"
 	}
-	klog.FromContext(ctx).Error(err, msg, "policy", name, "version", err.Version, "point", point, "kind", kind, "failurePolicy", s.args().FailurePolicy)
+	klog.FromContext(ctx).Error(err, msg, "policy", name, "version", err.Version, "point", point, "kind", kind, "failurePolicy", s.slot.Args().FailurePolicy)
 	m := s.metrics[pt]
 	switch o {
 	case compose.Fail:

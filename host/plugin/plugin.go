@@ -1,16 +1,17 @@
-// Package plugin is the WasmPolicy scheduler plugin: the bridge between the
-// kube-scheduler framework and WASM policies. It registers at every
-// extension point, keeps each configured policy's current version in a slot
-// that reloads swap (slot.go, reload.go, loader.go), pins the versions a
-// pod's scheduling cycle starts with for the whole cycle, binding included
-// (cycle.go), and hands the decisions to host/compose, which composes the
-// policies and applies their failure policies; this package turns its
-// verdicts into the framework's statuses (filter.go, score.go, permit.go,
-// binding.go) and its observations into metrics, logs and Events
-// (observe.go).
+// Package plugin is the WasmPolicy scheduler plugin: the adapter between
+// the kube-scheduler framework and WASM policies. It registers at every
+// extension point, asks host/lifecycle for the policies of its profile and
+// the versions they serve, pins the versions a pod's scheduling cycle
+// starts with for the whole cycle, binding included (cycle.go), and hands
+// the decisions to host/compose, which composes the policies and applies
+// their failure policies; this package turns its verdicts into the
+// framework's statuses (filter.go, score.go, permit.go, binding.go) and
+// its observations into metrics, logs and Events (observe.go).
 //
 // It must never let a policy failure crash or stall the scheduler: every
-// error from a policy becomes a status on the pod concerned.
+// error from a policy becomes a status on the pod concerned. Where
+// policies come from and which version serves is host/lifecycle's
+// business, never this package's.
 package plugin
 
 import (
@@ -23,7 +24,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/host/compose"
-	"github.com/wasmsched/wasmsched/host/policy"
+	"github.com/wasmsched/wasmsched/host/lifecycle"
 	"github.com/wasmsched/wasmsched/host/skew"
 )
 
@@ -37,12 +38,15 @@ const maxEventNote = 1024
 // enables it.
 type Plugin struct {
 	handle fwk.Handle
-	// roster is the policies a cycle runs; SchedulingPolicies change it
-	// (catalog.go), static policies never do.
-	roster  atomic.Pointer[roster]
-	catalog *catalog
-	status  *statusWriter
-	stop    context.CancelFunc
+	// lc is the profile's policies and the versions they serve; rosters
+	// reads its roster (a fixed one in tests).
+	lc      *lifecycle.Lifecycle
+	rosters func() *lifecycle.Roster
+	// view is the adapter's view of the roster rosters returned last
+	// (roster.go); runs keeps each slot's policyRun across rosters.
+	view   atomic.Pointer[roster]
+	runsMu sync.Mutex
+	runs   map[*lifecycle.Slot]*policyRun
 	// cluster is what policies may read of the cluster, shared with the
 	// scheduler's other profiles (context.go); nil without a handle.
 	cluster *clusterContext
@@ -75,10 +79,12 @@ var (
 	_ fwk.ScoreExtensions   = &Plugin{}
 )
 
-// New is the plugin factory registered with the scheduler. It starts every
-// policy's source and waits for its first version: a policy that cannot be
-// loaded stops the scheduler from starting, naming the policy and why.
-// Later versions are loaded and swapped in as the sources deliver them.
+// New is the plugin factory registered with the scheduler. It starts the
+// lifecycle of the profile's policies (host/lifecycle), which waits a
+// while for each policy's first version: a policy that cannot serve never
+// stops the scheduler, it holds its profile's pods with the reason.
+// Broken arguments, a broken client configuration or a version skew with
+// the API server do stop it.
 func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	args, err := DecodeArgs(obj)
 	if err != nil {
@@ -90,108 +96,38 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		}
 	}
 	registerMetrics()
-	logger := klog.FromContext(ctx).WithName(Name)
-	// Sources live until Close, which the framework calls when the
-	// scheduler stops.
-	runCtx, cancel := context.WithCancel(context.Background())
-	pl := &Plugin{handle: h, stop: cancel, cluster: acquireContext(h)}
+	pl := &Plugin{handle: h, cluster: acquireContext(h), runs: map[*lifecycle.Slot]*policyRun{}}
 	pl.unsubscribe = pl.cluster.subscribe(pl)
 	pl.trackPods()
-	if args.SchedulingPolicies != nil {
-		c, err := newCatalog(runCtx, logger, pl, args)
-		if err != nil {
-			cancel()
-			pl.unsubscribe()
-			pl.cluster.release()
-			return nil, err
-		}
-		pl.catalog = c
-		return pl, nil
-	}
-	pl.status = newStatusWriter(h, args.Namespace, profileName(h))
-	var slots []*Slot
-	for _, pa := range args.Policies {
-		slot := &Slot{Args: pa, metrics: newPointMetrics(pa.Name), namespace: args.Namespace, recorder: h.EventRecorder(),
-			onChange: pl.status.touch, onSwap: pl.requeueRejectedBy, cluster: pl.cluster}
-		slot.status = SlotStatus{Policy: pa.Name, Mode: pa.Mode}
-		slots = append(slots, slot)
-		pl.status.add(slot)
-		guestTime.add(slot)
-		if err := slot.start(runCtx, logger, newSource(pa, h, args.Namespace)); err != nil {
-			cancel()
-			retireAll(slots)
-			pl.unsubscribe()
-			pl.cluster.release()
-			return nil, err
+	opts := lifecycle.Options{Profile: profileName(h), Bind: pl.cluster.bind, OnSwap: pl.requeueRejectedBy,
+		Logger: klog.FromContext(ctx).WithName(Name)}
+	if h != nil {
+		opts.Client, opts.Config, opts.Recorder = h.ClientSet(), h.KubeConfig(), h.EventRecorder()
+		if f := h.SharedInformerFactory(); f != nil {
+			// The pod informer's sync says the Event broadcaster runs.
+			opts.EventsReady = f.Core().V1().Pods().Informer().HasSynced
 		}
 	}
-	pl.roster.Store(newRoster(slots, nil))
-	go pl.status.run(runCtx)
+	lc, err := lifecycle.Start(args, opts)
+	if err != nil {
+		pl.unsubscribe()
+		pl.cluster.release()
+		return nil, err
+	}
+	pl.lc, pl.rosters = lc, lc.Roster
 	return pl, nil
 }
 
-// roster is the policies of a profile at one moment, in order, with the
-// shadow beside each enforcing policy that has one. It is never changed
-// once stored: a change stores a new one.
-type roster struct {
-	slots   []*Slot
-	shadows map[*Slot]*Slot
-	// blocked are required policies that cannot serve: while any is, pods
-	// are refused with its reason.
-	blocked []blocker
-}
-
-// blocker is a required policy without a version, and why.
-type blocker struct {
-	name, reason string
-}
-
-func newRoster(slots []*Slot, blocked []blocker) *roster {
-	r := &roster{slots: slots, shadows: map[*Slot]*Slot{}, blocked: blocked}
-	for _, sh := range slots {
-		a := sh.args()
-		if a.Mode != ModeShadow {
-			continue
-		}
-		for _, e := range slots {
-			if e.Args.Name == a.Shadows && e.args().Mode != ModeShadow {
-				r.shadows[e] = sh
-			}
-		}
-	}
-	return r
-}
-
-// version returns the current version of the policy called name in the
-// roster, or nil when it has none or is not in it.
-func (r *roster) version(name string) *policy.Policy {
-	for _, s := range r.slots {
-		if s.Args.Name == name {
-			return s.Current()
-		}
-	}
-	return nil
-}
-
-func (pl *Plugin) currentRoster() *roster {
-	if r := pl.roster.Load(); r != nil {
-		return r
-	}
-	return &roster{}
-}
-
-// Close stops the policies' sources and status publishing and closes every
+// Close stops the lifecycle (sources, loaders, status) and closes every
 // version in use. The framework calls it (io.Closer) when the scheduler
 // stops; a scheduler that stops cycles before Close is called never sees a
 // closed version.
 func (pl *Plugin) Close() error {
 	pl.closed.Store(true)
 	pl.unsubscribe()
-	pl.stop()
-	if pl.catalog != nil {
-		pl.catalog.close()
+	if pl.lc != nil {
+		pl.lc.Close()
 	}
-	retireAll(pl.currentRoster().slots)
 	pl.cluster.release()
 	return nil
 }
@@ -199,8 +135,8 @@ func (pl *Plugin) Close() error {
 // Name implements fwk.Plugin.
 func (pl *Plugin) Name() string { return Name }
 
-// Slots returns the policies the profile runs now, in order.
-func (pl *Plugin) Slots() []*Slot { return pl.currentRoster().slots }
+// Roster returns the policies the profile runs now, in order.
+func (pl *Plugin) Roster() *lifecycle.Roster { return pl.lcRoster() }
 
 // profileName is the scheduler profile the plugin serves.
 func profileName(h fwk.Handle) string {

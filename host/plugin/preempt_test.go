@@ -4,14 +4,12 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/wasmsched/wasmsched/internal/testwasm"
@@ -128,7 +126,13 @@ func newPod(name, cpu string, labels map[string]string) *v1.Pod {
 // scheduler's events, which say what it made of the pods.
 func poll(t *testing.T, client kubernetes.Interface, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 20*time.Second, true, cond); err != nil {
+	var err error
+	testwasm.WaitFor(t, what, func() bool {
+		var ok bool
+		ok, err = cond(context.Background())
+		return ok || err != nil
+	})
+	if err != nil {
 		var events []string
 		if evs, err := client.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{}); err == nil {
 			for _, e := range evs.Items {

@@ -12,6 +12,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/wasmsched/wasmsched/host/lifecycle"
 	"github.com/wasmsched/wasmsched/host/policy"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
@@ -218,10 +219,8 @@ func TestFilterReasonsBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close(context.Background()) })
-	slot := &Slot{Args: PolicyArgs{Name: "gpu"}, metrics: newPointMetrics("gpu")}
-	slot.current.Store(p)
-	pl := &Plugin{}
-	pl.roster.Store(newRoster([]*Slot{slot}, nil))
+	slot := lifecycle.NewFixedSlot(lifecycle.PolicyArgs{Name: "gpu"}, p)
+	pl := fixedPlugin(slot)
 
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "uid-p"}}
 	var (

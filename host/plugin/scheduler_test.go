@@ -41,6 +41,14 @@ func startCluster(t *testing.T) *testCluster {
 // a scheduler that starts is stopped when t ends.
 func (c *testCluster) scheduler(t *testing.T, args map[string]any, weight int, others ...any) error {
 	t.Helper()
+	_, err := c.startScheduler(t, args, weight, others...)
+	return err
+}
+
+// startScheduler is scheduler, returning the scheduler, which a test may
+// stop before it ends.
+func (c *testCluster) startScheduler(t *testing.T, args map[string]any, weight int, others ...any) (*controlplane.Scheduler, error) {
+	t.Helper()
 	plugin := map[string]any{"name": Name}
 	if weight > 0 {
 		plugin["weight"] = weight
@@ -67,8 +75,8 @@ func (c *testCluster) scheduler(t *testing.T, args map[string]any, weight int, o
 	s, err := controlplane.StartScheduler(context.Background(), controlplane.SchedulerOptions{Kubeconfig: c.kubeconfig, ConfigFile: path,
 		RegistryOptions: []app.Option{app.WithPlugin(Name, New)}})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	t.Cleanup(s.Stop)
-	return nil
+	return s, nil
 }

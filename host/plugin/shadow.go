@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -27,7 +29,7 @@ import (
 // the one goroutine that runs those points.
 type shadowRun struct {
 	enforcing compose.Member
-	slot      *Slot
+	shadow    *policyRun
 	version   *policy.Policy
 	// The shadow's PreFilter, run once per cycle: skip when it answered
 	// Skip, pre when it rejected the pod.
@@ -64,7 +66,7 @@ func (r *shadowRun) compareFilter(ctx context.Context, c *compose.Cycle, ni fwk.
 	default:
 		start := time.Now()
 		s, err = sh.Filter(ctx, c.Policy, ni)
-		r.slot.Called(compose.Call{Point: abiv1.Point_POINT_FILTER, Took: time.Since(start), Calls: 1, Status: s, Err: err})
+		r.shadow.Called(compose.Call{Point: abiv1.Point_POINT_FILTER, Took: time.Since(start), Calls: 1, Status: s, Err: err})
 		if err == nil {
 			err = r.guestError(abiv1.Point_POINT_FILTER, s)
 		}
@@ -82,9 +84,9 @@ func (r *shadowRun) compareFilter(ctx context.Context, c *compose.Cycle, ni fwk.
 		return
 	}
 	shadowDisagreements.WithLabelValues(labels...).Inc()
-	klog.FromContext(ctx).WithName(Name).Info("Shadow policy disagrees", "policy", r.enforcing.Name, "shadow", r.slot.Args.Name,
+	klog.FromContext(ctx).WithName(Name).Info("Shadow policy disagrees", "policy", r.enforcing.Name, "shadow", r.shadow.name(),
 		"pod", klog.KObj(c.Pod()), "point", "filter", "node", ni.Node().Name, "enforced", a, "shadowVerdict", b,
-		"enforcedDigest", short(r.enforcing.Version.Digest()), "shadowDigest", short(sh.Digest()))
+		"enforcedDigest", api.ShortDigest(r.enforcing.Version.Digest()), "shadowDigest", api.ShortDigest(sh.Digest()))
 }
 
 func passes(s policy.Status, err error) bool { return err == nil && s.IsSuccess() }
@@ -101,7 +103,7 @@ func verdict(s policy.Status, err error) string {
 
 // labels are the shadow metrics' labels of a comparison at point.
 func (r *shadowRun) labels(point string) []string {
-	return []string{r.enforcing.Name, r.slot.Args.Name, point}
+	return []string{r.enforcing.Name, r.shadow.name(), point}
 }
 
 // failed counts and logs a failure of the shadow's call at pt (a trap, a
@@ -113,11 +115,11 @@ func (r *shadowRun) failed(ctx context.Context, pod *v1.Pod, pt abiv1.Point, err
 	if !errors.As(err, &ce) {
 		ce = r.version.CallError(engine.PointName(pt), engine.KindHost, err)
 	}
-	name, point, kind := r.slot.Args.Name, engine.PointName(pt), string(ce.Kind)
+	name, point, kind := r.shadow.name(), engine.PointName(pt), string(ce.Kind)
 	errorsTotal.WithLabelValues(name, point, kind).Inc()
-	r.slot.metrics[pt].errors.Inc()
+	r.shadow.metrics[pt].errors.Inc()
 	klog.FromContext(ctx).WithName(Name).Error(ce, "Shadow policy failed", "policy", r.enforcing.Name, "shadow", name,
-		"pod", klog.KObj(pod), "point", point, "kind", kind, "shadowDigest", short(r.version.Digest()))
+		"pod", klog.KObj(pod), "point", point, "kind", kind, "shadowDigest", api.ShortDigest(r.version.Digest()))
 }
 
 // guestError is the shadow's own Error verdict at pt as a failure, nil for

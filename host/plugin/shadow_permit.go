@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
+
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -28,7 +30,7 @@ func (r *shadowRun) comparePermit(ctx context.Context, c *compose.Cycle, ni fwk.
 	}
 	start := time.Now()
 	res, err := sh.Permit(ctx, c.Policy, ni, waiting)
-	r.slot.Called(compose.Call{Point: abiv1.Point_POINT_PERMIT, Took: time.Since(start), Calls: 1, Status: res.Status, Err: err})
+	r.shadow.Called(compose.Call{Point: abiv1.Point_POINT_PERMIT, Took: time.Since(start), Calls: 1, Status: res.Status, Err: err})
 	if err != nil && ctx.Err() != nil {
 		return // the scheduler abandoned the cycle: nothing to compare
 	}
@@ -45,10 +47,10 @@ func (r *shadowRun) comparePermit(ctx context.Context, c *compose.Cycle, ni fwk.
 		return
 	}
 	shadowDisagreements.WithLabelValues(labels...).Inc()
-	klog.FromContext(ctx).WithName(Name).Info("Shadow policy disagrees", "policy", r.enforcing.Name, "shadow", r.slot.Args.Name,
+	klog.FromContext(ctx).WithName(Name).Info("Shadow policy disagrees", "policy", r.enforcing.Name, "shadow", r.shadow.name(),
 		"pod", klog.KObj(c.Pod()), "point", "permit", "node", ni.Node().Name,
 		"enforced", a, "shadowVerdict", b, "enforcedStatus", verdict(enforced.Status, enforcedErr), "shadowStatus", verdict(res.Status, err),
-		"enforcedDigest", short(r.enforcing.Version.Digest()), "shadowDigest", short(sh.Digest()))
+		"enforcedDigest", api.ShortDigest(r.enforcing.Version.Digest()), "shadowDigest", api.ShortDigest(sh.Digest()))
 }
 
 // permitClass is the class of a Permit answer that the comparison goes by.

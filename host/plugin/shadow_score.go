@@ -3,6 +3,8 @@ package plugin
 import (
 	"context"
 
+	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
+
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -27,7 +29,7 @@ func (r *shadowRun) compareScores(ctx context.Context, c *compose.Cycle, nodes [
 	if !sh.Implements(abiv1.Point_POINT_SCORE) || len(enforced) == 0 {
 		return
 	}
-	got, err := c.ScoreAlone(ctx, compose.Member{Name: r.slot.Args.Name, Version: sh, Observer: r.slot}, nodes)
+	got, err := c.ScoreAlone(ctx, compose.Member{Name: r.shadow.name(), Version: sh, Observer: r.shadow}, nodes)
 	if err != nil && ctx.Err() != nil {
 		return // the scheduler abandoned the cycle: nothing to compare
 	}
@@ -38,9 +40,9 @@ func (r *shadowRun) compareScores(ctx context.Context, c *compose.Cycle, nodes [
 	if err != nil {
 		r.failed(ctx, c.Pod(), abiv1.Point_POINT_SCORE, err)
 		shadowDisagreements.WithLabelValues(labels...).Inc()
-		log.Info("Shadow policy disagrees", "policy", r.enforcing.Name, "shadow", r.slot.Args.Name, "pod", klog.KObj(c.Pod()), "point", "score",
+		log.Info("Shadow policy disagrees", "policy", r.enforcing.Name, "shadow", r.shadow.name(), "pod", klog.KObj(c.Pod()), "point", "score",
 			"enforcedNode", want.Name, "enforcedScore", want.Score, "shadowVerdict", verdict(policy.Status{}, err),
-			"enforcedDigest", short(r.enforcing.Version.Digest()), "shadowDigest", short(sh.Digest()))
+			"enforcedDigest", api.ShortDigest(r.enforcing.Version.Digest()), "shadowDigest", api.ShortDigest(sh.Digest()))
 		return
 	}
 	top := got[best(got)]
@@ -48,10 +50,10 @@ func (r *shadowRun) compareScores(ctx context.Context, c *compose.Cycle, nodes [
 		return
 	}
 	shadowDisagreements.WithLabelValues(labels...).Inc()
-	log.Info("Shadow policy disagrees", "policy", r.enforcing.Name, "shadow", r.slot.Args.Name, "pod", klog.KObj(c.Pod()), "point", "score",
+	log.Info("Shadow policy disagrees", "policy", r.enforcing.Name, "shadow", r.shadow.name(), "pod", klog.KObj(c.Pod()), "point", "score",
 		"enforcedNode", want.Name, "enforcedScore", want.Score, "shadowNode", top.Name, "shadowScore", top.Score,
 		"shadowRankOfEnforced", ahead(got, want.Name),
-		"enforcedDigest", short(r.enforcing.Version.Digest()), "shadowDigest", short(sh.Digest()))
+		"enforcedDigest", api.ShortDigest(r.enforcing.Version.Digest()), "shadowDigest", api.ShortDigest(sh.Digest()))
 }
 
 // best is the index of the best of scores: the highest score, ties going to

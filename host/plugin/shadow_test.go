@@ -11,6 +11,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/wasmsched/wasmsched/host/lifecycle"
 	"github.com/wasmsched/wasmsched/host/policy"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
@@ -100,12 +101,9 @@ func TestShadowComparesScoreAndPermit(t *testing.T) {
 		{"rejects at filter", `{"rejectLabel": "contrary", "scoreLabel": "rank"}`, "[filter:3/3/0 score:1/0/0 permit:1/0/0]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			enf := &Slot{Args: PolicyArgs{Name: "sh-enf"}, metrics: newPointMetrics("sh-enf")}
-			enf.current.Store(enforcing)
-			sh := &Slot{Args: PolicyArgs{Name: "sh-canary", Mode: ModeShadow, Shadows: "sh-enf"}, metrics: newPointMetrics("sh-canary")}
-			sh.current.Store(load("sh-canary", tc.settings))
-			pl := &Plugin{}
-			pl.roster.Store(newRoster([]*Slot{enf, sh}, nil))
+			enf := lifecycle.NewFixedSlot(lifecycle.PolicyArgs{Name: "sh-enf"}, enforcing)
+			sh := lifecycle.NewFixedSlot(lifecycle.PolicyArgs{Name: "sh-canary", Mode: lifecycle.ModeShadow, Shadows: "sh-enf"}, load("sh-canary", tc.settings))
+			pl := fixedPlugin(enf, sh)
 			before := readShadowCounts(t)
 
 			cs := framework.NewCycleState()
@@ -156,10 +154,8 @@ func TestNoShadowNoHooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close(context.Background()) })
-	s := &Slot{Args: PolicyArgs{Name: "alone"}, metrics: newPointMetrics("alone")}
-	s.current.Store(p)
-	pl := &Plugin{}
-	pl.roster.Store(newRoster([]*Slot{s}, nil))
+	s := lifecycle.NewFixedSlot(lifecycle.PolicyArgs{Name: "alone"}, p)
+	pl := fixedPlugin(s)
 	e := pl.newCycle(&v1.Pod{}, nil).c.Entries[0]
 	if e.AfterFilter != nil || e.AfterScore != nil || e.AfterPermit != nil {
 		t.Fatal("a policy without a shadow has comparison hooks")

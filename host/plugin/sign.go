@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/wasmsched/wasmsched/host/lifecycle"
 	"github.com/wasmsched/wasmsched/host/policy"
 )
 
@@ -43,19 +44,19 @@ type policySignature struct {
 // so a swap between signing and scheduling can cost a batched pod its best
 // score, never a node that does not fit.
 func (pl *Plugin) SignPod(ctx context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	r := pl.currentRoster()
-	if len(r.blocked) > 0 {
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("policy %s cannot serve", r.blocked[0].name))
+	r := pl.lcRoster()
+	if len(r.Blocked) > 0 {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("policy %s cannot serve", r.Blocked[0].Name))
 	}
-	out := make([]fwk.SignFragment, 0, len(r.slots))
-	for _, s := range r.slots {
-		a := s.args()
-		if a.Mode == ModeShadow {
+	out := make([]fwk.SignFragment, 0, len(r.Slots))
+	for _, s := range r.Slots {
+		a := s.Args()
+		if a.Mode == lifecycle.ModeShadow {
 			continue
 		}
 		v := s.Current()
 		if v == nil {
-			if s.blocksWithoutVersion() {
+			if s.BlocksWithoutVersion() {
 				return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("policy %s has no version", a.Name))
 			}
 			continue

@@ -131,7 +131,7 @@ func TestBatchingAndHintsInScheduler(t *testing.T) {
 			mkPod(names[i], tc.prefer, "")
 		}
 		var got []string
-		waitFor(t, "the "+tc.prefer+" pods bound", 60*time.Second, func() bool { got = placed(names...); return got != nil })
+		waitFor(t, "the "+tc.prefer+" pods bound", func() bool { got = placed(names...); return got != nil })
 		if !slices.Equal(got, tc.want) {
 			t.Fatalf("pods preferring %s ranks on %v, want %v", tc.prefer, got, tc.want)
 		}
@@ -144,7 +144,7 @@ func TestBatchingAndHintsInScheduler(t *testing.T) {
 	if err := c.CoreV1().Pods("default").DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the pods gone", 60*time.Second, func() bool {
+	waitFor(t, "the pods gone", func() bool {
 		l, err := c.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 		return err == nil && len(l.Items) == 0
 	})
@@ -173,7 +173,7 @@ func TestBatchingAndHintsInScheduler(t *testing.T) {
 	}
 	before := attempts()
 	mkPod("waiting", "high", "")
-	waitFor(t, "the waiting pod rejected", 30*time.Second, func() bool { return attempts() > before })
+	waitFor(t, "the waiting pod rejected", func() bool { return attempts() > before })
 	// Let a retry the rejection itself may cause (none expected) pass.
 	time.Sleep(2 * time.Second)
 	rejected := attempts()
@@ -196,7 +196,7 @@ func TestBatchingAndHintsInScheduler(t *testing.T) {
 	// The declared label goes from n7: the pod is retried and binds there
 	// (well before the scheduler's periodic flush).
 	setLabel("n7", "closed", "")
-	waitFor(t, "the waiting pod bound", 30*time.Second, func() bool { return placed("waiting") != nil })
+	waitFor(t, "the waiting pod bound", func() bool { return placed("waiting") != nil })
 	if got := placed("waiting"); !slices.Equal(got, []string{"n7"}) {
 		t.Fatalf("waiting pod on %v, want n7, the only open node", got)
 	}
@@ -209,8 +209,6 @@ func TestSwapRequeuesOnlyItsRejections(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane and a scheduler")
 	}
-	defer func(p time.Duration) { filePoll = p }(filePoll)
-	filePoll = 50 * time.Millisecond
 	ctx := context.Background()
 	cp := startCluster(t)
 	probe := testwasm.Bytes(t, "test/guests/probe")
@@ -248,7 +246,7 @@ func TestSwapRequeuesOnlyItsRejections(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "both pods rejected", 30*time.Second, func() bool { return attempts() >= before+2 })
+	waitFor(t, "both pods rejected", func() bool { return attempts() >= before+2 })
 	time.Sleep(2 * time.Second)
 	rejected, requeued := attempts(), swapRequeues()
 
@@ -258,8 +256,8 @@ func TestSwapRequeuesOnlyItsRejections(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cp.dir, "alpha.wasm"), module, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "alpha's new version to requeue its pod", 30*time.Second, func() bool { return swapRequeues() > requeued })
-	waitFor(t, "x retried", 30*time.Second, func() bool { return attempts() > rejected })
+	waitFor(t, "alpha's new version to requeue its pod", func() bool { return swapRequeues() > requeued })
+	waitFor(t, "x retried", func() bool { return attempts() > rejected })
 	time.Sleep(2 * time.Second)
 	if got := swapRequeues() - requeued; got != 1 {
 		t.Errorf("alpha's swap requeued %v pods, want 1 (x)", got)

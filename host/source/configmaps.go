@@ -133,6 +133,7 @@ func (s *configMapSource) Run(ctx context.Context, h Handlers) {
 		case <-ctx.Done():
 			return
 		case err := <-watchErrs:
+			st.lastDigest = ""
 			h.error(err)
 		case <-changed:
 			st.failingSince = time.Time{} // a new state: it must settle anew
@@ -201,6 +202,9 @@ func (a *assembly) look(list []*v1.ConfigMap, now time.Time) (retry time.Time) {
 	}
 	if msg := err.Error(); msg != a.lastErr {
 		a.lastErr = msg
+		// The version reported next is delivered even if it is the one
+		// delivered before the failure: it repairs the failure.
+		a.lastDigest = ""
 		a.h.error(err)
 	}
 	return time.Time{}

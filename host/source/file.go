@@ -57,6 +57,7 @@ func (s *fileSource) Run(ctx context.Context, h Handlers) {
 	report := func(err error) {
 		if msg := err.Error(); msg != lastErr {
 			lastErr = msg
+			lastDigest = "" // the next version repairs the failure: deliver it
 			h.error(err)
 		}
 	}

@@ -70,12 +70,16 @@ func TestFileMissing(t *testing.T) {
 	if e.version == nil || e.version.Digest != Digest(m) {
 		t.Fatalf("after the file appeared: %s", e)
 	}
-	// Removed: an error again; back with the same bytes: nothing new.
+	// Removed: an error again; back with the same bytes: delivered again,
+	// since it repairs the failure; then nothing new.
 	os.Remove(path)
 	if e = r.next(t, &seen, 5*time.Second); e.err == nil {
 		t.Fatalf("after removal: %s, want an error", e)
 	}
 	os.WriteFile(path, m, 0o644)
+	if e = r.next(t, &seen, 5*time.Second); e.version == nil || e.version.Digest != Digest(m) {
+		t.Fatalf("after the file came back: %s, want it delivered again", e)
+	}
 	r.quiet(t, seen, 10*poll)
 }
 

@@ -29,8 +29,9 @@ type Handlers struct {
 	Version func(Version)
 	// Error receives problems: an unreadable file, a missing or damaged
 	// chunk ([*ChunkError]), a digest mismatch, a failed download. The
-	// source keeps watching; the last delivered version stays the current
-	// one.
+	// source keeps watching; the next version found after an error is
+	// delivered even if its digest is the last delivered one (it repairs
+	// the failure).
 	Error func(error)
 	// Deleted reports that the module is gone: no ConfigMap of the policy
 	// exists (at start, or after the last one was deleted). Only the

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/host/lifecycle"
+
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -496,14 +498,14 @@ func TestStatusConfigMapRetriesAndPrunes(t *testing.T) {
 	c := startCluster(t, []policy{{Name: "pin", Package: "examples/nodepin", Settings: `{"nodes": ["n1"]}`}})
 	time.Sleep(2 * time.Second) // the first writes fail: no namespace yet
 	c.namespace(policyNamespace)
-	stale, _ := json.Marshal(plugin.Status{Replica: "gone", Profile: "default-scheduler", Updated: time.Now().Add(-time.Hour)})
-	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: plugin.StatusConfigMap, Namespace: policyNamespace},
+	stale, _ := json.Marshal(lifecycle.Status{Replica: "gone", Profile: "default-scheduler", Updated: time.Now().Add(-time.Hour)})
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: lifecycle.StatusConfigMap, Namespace: policyNamespace},
 		Data: map[string]string{"gone.default-scheduler.json": string(stale)}}
 	if _, err := c.client.CoreV1().ConfigMaps(policyNamespace).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the status written and the stale report pruned", 60*time.Second, func() bool {
-		cm, err := c.client.CoreV1().ConfigMaps(policyNamespace).Get(context.Background(), plugin.StatusConfigMap, metav1.GetOptions{})
+		cm, err := c.client.CoreV1().ConfigMaps(policyNamespace).Get(context.Background(), lifecycle.StatusConfigMap, metav1.GetOptions{})
 		if err != nil {
 			return false
 		}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/host/lifecycle"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -436,7 +438,7 @@ func (c *cluster) waitEvent(t *testing.T, pod, reason string, timeout time.Durat
 func (c *cluster) waitRejected(policyName, digest string, timeout time.Duration) string {
 	c.t.Helper()
 	var msg string
-	last, ok := c.waitStatus(policyName, timeout, func(p plugin.SlotStatus) bool {
+	last, ok := c.waitStatus(policyName, timeout, func(p lifecycle.SlotStatus) bool {
 		if p.LastRejected != nil && p.LastRejected.Digest == digest {
 			msg = p.LastRejected.Error
 			return true

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/host/lifecycle"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -17,7 +19,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
-	"github.com/wasmsched/wasmsched/host/plugin"
 	"github.com/wasmsched/wasmsched/host/source"
 	"github.com/wasmsched/wasmsched/internal/controlplane"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
@@ -176,8 +177,11 @@ func TestLeastPrivilege(t *testing.T) {
 			_, err = sp.UpdateStatus(ctx, u, metav1.UpdateOptions{})
 			return err
 		}},
-		{"update " + plugin.StatusConfigMap, true, func() error {
-			return touch(cms(policyNamespace).Get(ctx, plugin.StatusConfigMap, metav1.GetOptions{}))
+		{"update " + lifecycle.StatusConfigMap, true, func() error {
+			return touch(cms(policyNamespace).Get(ctx, lifecycle.StatusConfigMap, metav1.GetOptions{}))
+		}},
+		{"update " + lifecycle.StateConfigMap, true, func() error {
+			return touch(cms(policyNamespace).Get(ctx, lifecycle.StateConfigMap, metav1.GetOptions{}))
 		}},
 		{"create its lease " + leaseName, true, func() error {
 			_, err := leases.Create(ctx, lease, metav1.CreateOptions{})

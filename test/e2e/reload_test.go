@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/host/lifecycle"
+
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -95,7 +97,7 @@ func (c *cluster) waitRejections(namespace string, n int, timeout time.Duration)
 func (c *cluster) waitActive(policy, digest string, timeout time.Duration) time.Duration {
 	c.t.Helper()
 	start := time.Now()
-	if last, ok := c.waitStatus(policy, timeout, func(p plugin.SlotStatus) bool { return p.Digest == digest }); !ok {
+	if last, ok := c.waitStatus(policy, timeout, func(p lifecycle.SlotStatus) bool { return p.Digest == digest }); !ok {
 		c.t.Fatalf("policy %s not serving %s within %v; status: %s", policy, digest[:12], timeout, last)
 	}
 	return time.Since(start)
@@ -104,11 +106,11 @@ func (c *cluster) waitActive(policy, digest string, timeout time.Duration) time.
 // waitStatus polls the published status until an entry of policy satisfies
 // done. It returns the last status seen that names the policy, and whether
 // done was met before timeout.
-func (c *cluster) waitStatus(policy string, timeout time.Duration, done func(plugin.SlotStatus) bool) (string, bool) {
+func (c *cluster) waitStatus(policy string, timeout time.Duration, done func(lifecycle.SlotStatus) bool) (string, bool) {
 	c.t.Helper()
 	var last string
 	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		cm, err := c.client.CoreV1().ConfigMaps(policyNamespace).Get(ctx, plugin.StatusConfigMap, metav1.GetOptions{})
+		cm, err := c.client.CoreV1().ConfigMaps(policyNamespace).Get(ctx, lifecycle.StatusConfigMap, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
@@ -116,7 +118,7 @@ func (c *cluster) waitStatus(policy string, timeout time.Duration, done func(plu
 			return false, err
 		}
 		for _, raw := range cm.Data {
-			var st plugin.Status
+			var st lifecycle.Status
 			if json.Unmarshal([]byte(raw), &st) != nil {
 				continue
 			}
@@ -289,8 +291,8 @@ func TestReloadSupersedesSlowLoad(t *testing.T) {
 	c.waitActive("slowload", digestA, 30*time.Second)
 
 	digestSlow := c.upload("slowload", slow)
-	var loading plugin.Pending
-	if last, ok := c.waitStatus("slowload", 60*time.Second, func(p plugin.SlotStatus) bool {
+	var loading lifecycle.Pending
+	if last, ok := c.waitStatus("slowload", 60*time.Second, func(p lifecycle.SlotStatus) bool {
 		if p.Loading != nil && p.Loading.Digest == digestSlow && p.Loading.Stage == "initialising" {
 			loading = *p.Loading
 			return true
@@ -301,7 +303,7 @@ func TestReloadSupersedesSlowLoad(t *testing.T) {
 	}
 	digestB := c.upload("slowload", b)
 	slowServed := false
-	last, ok := c.waitStatus("slowload", 60*time.Second, func(p plugin.SlotStatus) bool {
+	last, ok := c.waitStatus("slowload", 60*time.Second, func(p lifecycle.SlotStatus) bool {
 		slowServed = slowServed || p.Digest == digestSlow
 		return p.Digest == digestB
 	})
@@ -310,7 +312,7 @@ func TestReloadSupersedesSlowLoad(t *testing.T) {
 	}
 	// Both times are the scheduler's: the slow load could not end before
 	// loading.Since + 10s, and b served no later than the report saying so.
-	var report plugin.Status
+	var report lifecycle.Status
 	if err := json.Unmarshal([]byte(last), &report); err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +324,7 @@ func TestReloadSupersedesSlowLoad(t *testing.T) {
 	// Once the slow load's deadline has passed, b still serves and the
 	// slow version is superseded, not rejected.
 	time.Sleep(time.Until(loading.Since.Add(11 * time.Second)))
-	last, ok = c.waitStatus("slowload", 10*time.Second, func(p plugin.SlotStatus) bool {
+	last, ok = c.waitStatus("slowload", 10*time.Second, func(p lifecycle.SlotStatus) bool {
 		return p.Loading == nil && p.LastSuperseded != nil && p.LastSuperseded.Digest == digestSlow
 	})
 	if !ok {

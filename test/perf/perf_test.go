@@ -555,7 +555,7 @@ func BenchmarkPerfScheduling(b *testing.B) {
 			// The plugins of this run (the scheduler closes them when it
 			// stops, after this).
 			for _, pl := range plugins {
-				for _, s := range pl.Slots() {
+				for _, s := range pl.Roster().Slots {
 					p := s.Current()
 					if p == nil {
 						continue

@@ -1,20 +1,13 @@
-package plugin
+package lifecycle
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strings"
-	"sync"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
-	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/host/compose"
 	"github.com/wasmsched/wasmsched/host/policy"
-	"github.com/wasmsched/wasmsched/host/source"
 )
 
 // Timing of reloads, variables so tests can shorten them.
@@ -90,58 +83,13 @@ type Rejection struct {
 	Error  string    `json:"error"`
 }
 
-// newSource builds the source a slot's arguments describe.
-func newSource(pa PolicyArgs, h fwk.Handle, namespace string) source.Source {
-	switch {
-	case pa.Source.ConfigMap != "":
-		return source.NewConfigMaps(h.ClientSet(), namespace, pa.Source.ConfigMap)
-	case pa.Source.URL != "":
-		return source.NewURL(pa.Source.URL, pa.Source.SHA256, nil) // nil: a client with a timeout
-	}
-	return source.NewFile(pa.Source.File, filePoll)
-}
-
-// start runs the slot's source and loader (loader.go) for the life of ctx
-// and waits for the first version to load or fail: a policy that cannot
-// load at start-up stops the scheduler from starting, with the reason. A
-// first version superseded by a newer one is no answer; the newer one's
-// load is.
-func (s *Slot) start(ctx context.Context, logger klog.Logger, src source.Source) error {
-	first := make(chan error, 1)
-	var once sync.Once
-	report := func(err error) { once.Do(func() { first <- err }) }
-	s.startLoader(ctx, logger, report)
-	go src.Run(ctx, source.Handlers{
-		Version: s.offer,
-		Error: func(err error) {
-			s.reject("", "", err)
-			if !s.loading() {
-				// While a version loads, its outcome answers start-up.
-				report(err)
-			}
-		},
-		Deleted: s.offerDeleted,
-	})
-	select {
-	case err := <-first:
-		if err != nil && s.Current() == nil {
-			return err
-		}
-		return nil
-	case <-time.After(startupTimeout):
-		return fmt.Errorf("policy %s: no version from %s within %v", s.Args.Name, describeSource(s.Args.Source), startupTimeout)
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // startLoader runs the slot's loader goroutine (loader.go) for the life of
-// ctx; report receives the outcome of each load (start's first answer).
-func (s *Slot) startLoader(ctx context.Context, logger klog.Logger, report func(error)) {
+// ctx.
+func (s *Slot) startLoader(ctx context.Context, logger klog.Logger) {
 	s.load.wake = make(chan struct{}, 1)
 	s.load.results = make(chan *attempt)
 	s.load.done = make(chan struct{})
-	go s.runLoader(ctx, logger, report)
+	go s.runLoader(ctx, logger)
 }
 
 func describeSource(src Source) string {
@@ -161,9 +109,10 @@ func describeSource(src Source) string {
 // once unused.
 func (s *Slot) install(logger klog.Logger, p *policy.Policy, r *request, since time.Time) {
 	v := r.v
-	old := s.Swap(p)
-	reloadDuration.WithLabelValues(s.Args.Name).Observe(time.Since(since).Seconds())
-	reloadsTotal.WithLabelValues(s.Args.Name, "success").Inc()
+	old := s.swap(p)
+	s.deactivated.Store(false)
+	reloadDuration.WithLabelValues(s.Name()).Observe(time.Since(since).Seconds())
+	reloadsTotal.WithLabelValues(s.Name(), "success").Inc()
 	s.mu.Lock()
 	s.status.Digest, s.status.Origin, s.status.LoadedAt, s.status.Active = p.Digest(), v.Origin, p.LoadedAt(), true
 	s.status.Key = r.key
@@ -175,10 +124,10 @@ func (s *Slot) install(logger klog.Logger, p *policy.Policy, r *request, since t
 	// A first version matters to pods too when the policy is required:
 	// they waited for it (cycle.go's blockers).
 	if (old != nil || s.required) && s.onSwap != nil {
-		s.onSwap(s.Args.Name)
+		s.onSwap(s.Name())
 	}
 	if old != nil {
-		logger.Info("Policy version swapped", "policy", s.Args.Name, "from", old.Digest(), "to", p.Digest(), "origin", v.Origin, "duration", time.Since(since))
+		logger.Info("Policy version swapped", "policy", s.Name(), "from", old.Digest(), "to", p.Digest(), "origin", v.Origin, "duration", time.Since(since))
 		s.retire(logger, old)
 	}
 }
@@ -187,69 +136,45 @@ func (s *Slot) install(logger klog.Logger, p *policy.Policy, r *request, since t
 // it (policy.Policy.Retire), on a goroutine of its own; its instances count
 // in wasmsched_policy_instances until then.
 func (s *Slot) retire(logger klog.Logger, old *policy.Policy) {
-	done := instances.retire(s.Args.Name, old)
+	done := instances.retire(s.Name(), old)
 	go func() {
 		defer done()
 		_ = old.Retire(context.Background(), retireIdle, retirePoll, retireMax)
-		logger.V(2).Info("Policy version retired", "policy", s.Args.Name, "digest", old.Digest())
+		logger.V(2).Info("Policy version retired", "policy", s.Name(), "digest", old.Digest())
 	}()
 }
 
-// reject records a refused upload: log, metric, an Event on the ConfigMap
-// concerned, and the status. The current version keeps serving.
-func (s *Slot) reject(digest, resourceVersion string, err error) {
-	reloadsTotal.WithLabelValues(s.Args.Name, "rejected").Inc()
-	klog.Background().WithName(Name).Error(err, "Policy upload rejected; the current version keeps serving", "policy", s.Args.Name, "digest", digest, "current", s.currentDigest())
+// reject records a refused revision: log, metric and the slot's status.
+// The current version keeps serving. The policy's entry posts the Event
+// (revision.go's refuse).
+func (s *Slot) reject(digest string, err error) {
+	reloadsTotal.WithLabelValues(s.Name(), "rejected").Inc()
+	klog.Background().WithName(compose.Name).Error(err, "Policy upload rejected; the current version keeps serving", "policy", s.Name(), "digest", digest, "current", s.currentDigest())
 	s.mu.Lock()
 	s.status.LastRejected = &Rejection{Digest: digest, At: time.Now(), Error: err.Error()}
 	s.mu.Unlock()
-	s.event(err, resourceVersion)
 	s.changed()
-}
-
-// event posts a Warning Event on the ConfigMap an error concerns (the chunk
-// at fault, or the policy's first chunk at resourceVersion). The reference
-// carries the object's resource version, so that each upload starts an
-// Event series of its own: the Event shown says why the latest upload was
-// refused, not the first.
-func (s *Slot) event(err error, resourceVersion string) {
-	if s.recorder == nil || s.Args.Source.ConfigMap == "" {
-		return
-	}
-	name := s.Args.Source.ConfigMap + "-0"
-	var ce *source.ChunkError
-	if errors.As(err, &ce) {
-		resourceVersion = ce.ResourceVersion
-		if i := strings.LastIndex(ce.ConfigMap, "/"); i >= 0 {
-			name = ce.ConfigMap[i+1:]
-		} else {
-			name = ce.ConfigMap
-		}
-	}
-	ref := &v1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: s.namespace, Name: name, ResourceVersion: resourceVersion}
-	s.recorder.Eventf(ref, nil, v1.EventTypeWarning, "PolicyRejected", "Load", "policy %s: upload rejected, version %s keeps serving: %v", s.Args.Name, short(s.currentDigest()), err)
 }
 
 // deleted handles the disappearance of the policy's source. The loader
 // calls it.
 func (s *Slot) deleted(logger klog.Logger) {
-	if s.args().OnDelete == OnDeleteDeactivate {
-		old := s.current.Swap(nil)
-		if old != nil {
-			activeVersion.DeleteLabelValues(s.Args.Name, old.Digest())
+	if s.Args().OnDelete == OnDeleteDeactivate {
+		s.deactivated.Store(true)
+		if old := s.swap(nil); old != nil {
 			s.retire(logger, old)
 		}
 		s.mu.Lock()
 		s.status.Active = false
 		s.mu.Unlock()
 		if s.onSwap != nil {
-			s.onSwap(s.Args.Name)
+			s.onSwap(s.Name())
 		}
-		logger.Info("Policy source deleted: policy deactivated (onDelete: Deactivate)", "policy", s.Args.Name)
+		logger.Info("Policy source deleted: policy deactivated (onDelete: Deactivate)", "policy", s.Name())
 	} else {
-		logger.Info("Policy source deleted: keeping the last good version (onDelete: Keep)", "policy", s.Args.Name, "digest", s.currentDigest())
+		logger.Info("Policy source deleted: keeping the last good version (onDelete: Keep)", "policy", s.Name(), "digest", s.currentDigest())
 	}
-	reloadsTotal.WithLabelValues(s.Args.Name, "deleted").Inc()
+	reloadsTotal.WithLabelValues(s.Name(), "deleted").Inc()
 	s.changed()
 }
 
@@ -264,9 +189,9 @@ func (s *Slot) currentKey() string {
 	return s.status.Key
 }
 
-// noVersionReason says why a slot has no version: the latest refusal, or
+// NoVersionReason says why a slot has no version: the latest refusal, or
 // that its first version is still loading.
-func (s *Slot) noVersionReason() string {
+func (s *Slot) NoVersionReason() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.missing != "" {
@@ -283,16 +208,6 @@ func (s *Slot) currentDigest() string {
 		return p.Digest()
 	}
 	return ""
-}
-
-func short(d string) string {
-	if len(d) > 12 {
-		return d[:12]
-	}
-	if d == "" {
-		return "(none)"
-	}
-	return d
 }
 
 // Status returns a copy of the slot's status.
@@ -321,17 +236,15 @@ func (s *Slot) changed() {
 	}
 }
 
-// retireAll closes every slot's version and stops reporting its metrics
-// (plugin shutdown, once the slots' context is done). It waits for each
-// slot's loader to stop, so that no version is installed after it; loads
-// still running close what they make.
-func retireAll(slots []*Slot) {
-	for _, s := range slots {
-		s.waitLoader()
-		guestTime.remove(s)
-		loadingSince.DeleteLabelValues(s.Args.Name)
-		if p := s.current.Swap(nil); p != nil {
-			_ = p.Close(context.Background())
-		}
+// close closes the slot's version and stops reporting its metrics
+// (shutdown, once the slot's context is done). It waits for the slot's
+// loader to stop, so that no version is installed after it; loads still
+// running close what they make.
+func (s *Slot) close() {
+	s.waitLoader()
+	guestTime.remove(s)
+	loadingSince.DeleteLabelValues(s.Name())
+	if p := s.swap(nil); p != nil {
+		_ = p.Close(context.Background())
 	}
 }

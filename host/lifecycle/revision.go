@@ -1,4 +1,4 @@
-package plugin
+package lifecycle
 
 import (
 	"context"
@@ -7,13 +7,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/events"
 
 	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
-	"github.com/wasmsched/wasmsched/host/source"
 )
 
-// Loading a SchedulingPolicy's revisions, keeping the last good one.
+// Loading a policy's revisions, keeping the last good one. The same for
+// every store: a static policy's revisions are its source's versions with
+// its configured settings and limits, its state kept by the staticStore.
 //
 // The spec names a revision. It is fetched (chunks, URL or file, checked
 // against its digest) and handed to the slot's loader, which compiles and
@@ -61,9 +61,16 @@ type entry struct {
 	// warnedShadow is the resource version last warned about having no
 	// shadow target (catalog.checkShadows).
 	warnedShadow string
-	// startup: the entry was made at start-up (marks of this replica are
-	// its previous process's).
+	// startup: the entry was made at start-up and no load has ended since
+	// (marks of this replica are its previous process's).
 	startup bool
+	// rejected is the last refusal recorded in the slot's status and
+	// metrics (key and error).
+	rejected string
+	// proving holds the module of the revision on probation until it is
+	// proven, for stores that keep the last good module themselves
+	// (store.keep).
+	proving []byte
 
 	settled     chan struct{} // closed once something serves or nothing is left to try
 	settledOnce bool
@@ -82,19 +89,19 @@ func (c *catalog) newEntry(sp *api.SchedulingPolicy) *entry {
 	ctx, cancel := context.WithCancel(c.ctx)
 	e := &entry{c: c, name: sp.Name, ctx: ctx, cancel: cancel, revs: map[string]api.Revision{},
 		failed: map[string]refusal{}, startup: !c.started, settled: make(chan struct{})}
-	pa := argsOf(sp)
-	s := &Slot{Args: pa, metrics: newPointMetrics(sp.Name), namespace: c.namespace, recorder: c.pl.eventRecorder(),
-		onChange: func() { c.status.touch(sp.Name) }, onSwap: c.pl.requeueRejectedBy, required: c.selector == nil, cluster: c.pl.cluster}
-	s.status = SlotStatus{Policy: pa.Name, Mode: pa.Mode}
+	s := newSlot(c.store.argsOf(sp), c.store.required(sp.Name), c.l.opts.Bind)
+	name := sp.Name
+	s.onChange = func() { c.status.touch(name); c.l.slotChanged() }
+	s.onSwap = c.l.swapped
 	s.beforeInstall = e.beforeInstall
 	s.afterLoad = e.afterLoad
 	e.slot = s
 	guestTime.add(s)
-	s.startLoader(ctx, c.logger, func(error) {})
+	s.startLoader(ctx, c.logger)
 	return e
 }
 
-// argsOf turns a spec into the plugin's policy arguments.
+// argsOf turns a SchedulingPolicy's spec into policy arguments.
 func argsOf(sp *api.SchedulingPolicy) PolicyArgs {
 	pa := PolicyArgs{Name: sp.Name, Weight: sp.Spec.Weight, FailurePolicy: FailurePolicy(sp.Spec.FailurePolicy),
 		Mode: Mode(sp.Spec.Mode), Shadows: sp.Spec.Shadows, Settings: sp.Spec.Settings, Timeout: sp.Spec.Timeout,
@@ -109,7 +116,7 @@ func (e *entry) revisionArgs(r api.Revision) *PolicyArgs {
 	sp := e.sp.DeepCopy()
 	sp.Spec.Settings, sp.Spec.Timeout, sp.Spec.MemoryLimit, sp.Spec.MaxInstances = r.Settings, r.Timeout, r.MemoryLimit, r.MaxInstances
 	sp.Spec.Context = r.Context
-	pa := argsOf(sp)
+	pa := e.c.store.argsOf(sp)
 	return &pa
 }
 
@@ -119,21 +126,30 @@ func (e *entry) revisionArgs(r api.Revision) *PolicyArgs {
 func (e *entry) setSpec(sp *api.SchedulingPolicy) (rosterChanged bool) {
 	prev := e.sp
 	e.sp = sp
-	pa := argsOf(sp)
+	pa := e.c.store.argsOf(sp)
 	if prev == nil || prev.Spec.Mode != sp.Spec.Mode || prev.Spec.Shadows != sp.Spec.Shadows {
 		rosterChanged = true
 	}
 	e.slot.live.Store(&pa)
 	rev := api.RevisionOf(&sp.Spec)
-	// A fetch that failed is retried at each resync: the chunks may have
-	// been pushed late, the URL may be back.
-	retry := rev.Key == e.want.Key && e.failed[rev.Key].kind == api.ReasonFetch
+	// A fetch that failed is tried again when the store says so (crdStore:
+	// at each resync; the chunks may have been pushed late, the URL may
+	// be back).
+	retry := rev.Key == e.want.Key && e.failed[rev.Key].kind == api.ReasonFetch && e.c.store.refetch(prev, sp)
 	if rev.Key == e.want.Key && !retry {
 		return rosterChanged
 	}
 	e.want = rev
 	e.gen++
 	delete(e.failed, rev.Key)
+	if e.c.store.deactivated(sp.Name) {
+		e.slot.offerDeleted()
+		e.settle()
+		return rosterChanged
+	}
+	if e.c.store.pending(sp) {
+		return rosterChanged // nothing to fetch yet: its source has not reported
+	}
 	if q := quarantineOf(sp, rev.Key); q != nil {
 		e.refuse(rev, api.ReasonQuarantined, fmt.Errorf("revision %s is quarantined: %s (push it again with --force to retry it)", rev.Short(), q.Reason))
 		return rosterChanged
@@ -165,9 +181,13 @@ func isLastGood(sp *api.SchedulingPolicy, key string) bool {
 	return sp.Status.LastGood != nil && sp.Status.LastGood.Key == key
 }
 
-// checkCeilings refuses a revision whose limits exceed the operator's.
+// checkCeilings refuses a revision whose limits exceed the operator's
+// (static policies have no ceilings: the operator wrote their limits).
 func (c *catalog) checkCeilings(r api.Revision) error {
-	ce := c.args.Ceilings
+	ce := c.store.ceilings()
+	if ce == nil {
+		return nil
+	}
 	if r.Timeout != nil && r.Timeout.Duration > ce.Timeout.Duration {
 		return fmt.Errorf("timeout %v is over the scheduler's ceiling of %v", r.Timeout.Duration, ce.Timeout.Duration)
 	}
@@ -184,13 +204,13 @@ func (c *catalog) checkCeilings(r api.Revision) error {
 // previous process died, and falls back. The caller holds c.mu.
 func (e *entry) quarantine(rev api.Revision, p *api.Probation) {
 	reason := fmt.Sprintf("it had served on replica %s for %v (since %s) when the scheduler stopped without closing: the process died or failed its liveness probe within the probation of %v",
-		e.c.replica, time.Since(p.Since.Time).Round(time.Second), p.Since.UTC().Format(time.RFC3339), e.c.args.Probation.Duration)
-	q := api.Quarantine{Key: rev.Key, SHA256: rev.Module.SHA256, Replica: e.c.replica, Reason: reason, At: metav1.Now()}
+		e.c.l.replica, time.Since(p.Since.Time).Round(time.Second), p.Since.UTC().Format(time.RFC3339), e.c.l.probation())
+	q := api.Quarantine{Key: rev.Key, SHA256: rev.Module.SHA256, Replica: e.c.l.replica, Reason: reason, At: metav1.Now()}
 	sp := e.sp
 	go func() {
 		ctx, cancel := context.WithTimeout(e.ctx, markTimeout)
 		defer cancel()
-		err := e.c.status.update(ctx, e.name, func(sp *api.SchedulingPolicy) {
+		err := e.c.store.update(ctx, e.name, func(sp *api.SchedulingPolicy) {
 			if quarantineOf(sp, q.Key) == nil {
 				sp.Status.Quarantined = append(sp.Status.Quarantined, q)
 				if n := len(sp.Status.Quarantined); n > api.MaxQuarantined {
@@ -204,7 +224,7 @@ func (e *entry) quarantine(rev api.Revision, p *api.Probation) {
 		}
 	}()
 	e.c.logger.Error(nil, "Policy revision quarantined: the last good revision serves instead", "policy", e.name, "revision", rev.Key, "digest", rev.Module.SHA256, "reason", reason)
-	e.c.event(sp, v1.EventTypeWarning, "PolicyQuarantined", fmt.Sprintf("revision %s quarantined: %s; %s", rev.Short(), reason, e.fallbackNote()))
+	e.c.event(sp, nil, v1.EventTypeWarning, EventQuarantined, fmt.Sprintf("revision %s quarantined: %s; %s", rev.Short(), reason, e.fallbackNote()))
 	e.refuse(rev, api.ReasonQuarantined, fmt.Errorf("revision %s is quarantined: %s", rev.Short(), reason))
 }
 
@@ -220,9 +240,21 @@ func (e *entry) fallbackNote() string {
 // serves. The caller holds c.mu.
 func (e *entry) refuse(rev api.Revision, kind string, err error) {
 	e.failed[rev.Key] = refusal{kind: kind, err: err}
-	e.slot.setMissing(fmt.Sprintf("revision %s: %v", rev.Short(), err))
+	why := fmt.Sprintf("revision %s: %v", rev.Short(), err)
+	if w, ok := e.failed[e.want.Key]; ok && rev.Key != e.want.Key {
+		// A fallback failed too: both reasons matter to whoever reads why
+		// pods wait.
+		why = fmt.Sprintf("revision %s: %v; the last good revision %s cannot serve either: %v", e.want.Short(), w.err, rev.Short(), err)
+	}
+	e.slot.setMissing(why)
+	if note := rev.Key + "\x00" + err.Error(); kind != api.ReasonLoadFailed && note != e.rejected {
+		// The loader recorded a load's failure itself; a refusal repeated
+		// (a fetch retried at each resync) is recorded once.
+		e.rejected = note
+		e.slot.reject(rev.Module.SHA256, err)
+	}
 	if rev.Key == e.want.Key && kind != api.ReasonQuarantined {
-		e.c.event(e.sp, v1.EventTypeWarning, "PolicyRejected", fmt.Sprintf("revision %s refused: %v; %s", rev.Short(), err, e.servingNote()))
+		e.c.event(e.sp, err, v1.EventTypeWarning, EventRejected, fmt.Sprintf("revision %s refused: %v; %s", rev.Short(), err, e.servingNote()))
 	}
 	e.c.status.touch(e.name)
 	if e.slot.hasVersion() {
@@ -277,7 +309,7 @@ func (e *entry) fetch(rev api.Revision, gen int) {
 	go func() {
 		ctx, cancel := context.WithTimeout(e.ctx, 3*time.Minute)
 		defer cancel()
-		v, err := e.c.fetchModule(ctx, rev.Module)
+		v, err := e.c.fetch(ctx, e.name, rev.Module)
 		e.c.mu.Lock()
 		defer e.c.mu.Unlock()
 		if e.ctx.Err() != nil || (gen != e.gen) {
@@ -291,17 +323,6 @@ func (e *entry) fetch(rev api.Revision, gen int) {
 		e.revs[rev.Key] = rev
 		e.slot.offerRequest(&request{v: v, at: time.Now(), args: args, key: rev.Key})
 	}()
-}
-
-// fetchModule reads a module from where the spec says it is.
-func (c *catalog) fetchModule(ctx context.Context, m api.Module) (source.Version, error) {
-	switch {
-	case m.URL != "":
-		return source.FetchURL(ctx, m.URL, m.SHA256)
-	case m.File != "":
-		return source.ReadFile(m.File, m.SHA256)
-	}
-	return source.FetchModule(ctx, c.pl.handle.ClientSet(), c.namespace, m.SHA256)
 }
 
 // beforeInstall marks a revision on probation before it serves (on the
@@ -318,7 +339,7 @@ func (e *entry) beforeInstall(r *request) {
 	ctx, cancel := context.WithTimeout(e.ctx, markTimeout)
 	defer cancel()
 	since := metav1.Now()
-	err := e.c.status.update(ctx, e.name, func(sp *api.SchedulingPolicy) {
+	err := e.c.store.update(ctx, e.name, func(sp *api.SchedulingPolicy) {
 		e.c.setReplica(sp, func(rs *api.ReplicaStatus) { rs.Probation = &api.Probation{Key: r.key, Since: since} })
 	})
 	if err != nil {
@@ -334,26 +355,29 @@ func (e *entry) afterLoad(r *request, err error) {
 	if !ok || e.ctx.Err() != nil {
 		return
 	}
+	e.startup = false
 	if err != nil {
 		e.refuse(rev, api.ReasonLoadFailed, err)
 		return
 	}
 	e.settle()
 	if r.key != e.want.Key {
-		e.c.event(e.sp, v1.EventTypeWarning, "PolicyServingLastGood", fmt.Sprintf("revision %s serves instead of the spec's %s, which was refused: %v",
+		e.c.event(e.sp, nil, v1.EventTypeWarning, EventServingLastGood, fmt.Sprintf("revision %s serves instead of the spec's %s, which was refused: %v",
 			rev.Short(), e.want.Short(), e.failed[e.want.Key].err))
 	} else {
-		e.c.event(e.sp, v1.EventTypeNormal, "PolicyServing", "revision "+rev.Short()+" serves")
+		e.c.event(e.sp, nil, v1.EventTypeNormal, EventServing, "revision "+rev.Short()+" serves")
 	}
 	if e.probation != nil {
 		e.probation.Stop()
 		e.probation = nil
 	}
+	e.proving = nil
 	if isLastGood(e.sp, r.key) {
 		return
 	}
 	e.probationKey = r.key
-	e.probation = time.AfterFunc(e.c.args.Probation.Duration, func() { e.prove(rev) })
+	e.proving = r.v.Module
+	e.probation = time.AfterFunc(e.c.l.probation(), func() { e.prove(rev) })
 }
 
 // prove makes rev the last good revision once it has served its
@@ -364,8 +388,16 @@ func (e *entry) prove(rev api.Revision) {
 	}
 	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
 	defer cancel()
+	e.c.mu.Lock()
+	module := e.proving
+	e.c.mu.Unlock()
+	// The module first: a last good revision whose bytes cannot be found
+	// is no fallback.
+	if err := e.c.store.keep(rev, module); err != nil {
+		e.c.logger.Error(err, "Could not keep the module of the revision proven: a restart could not fall back to it", "policy", e.name, "revision", rev.Key)
+	}
 	now := metav1.Now()
-	err := e.c.status.update(ctx, e.name, func(sp *api.SchedulingPolicy) {
+	err := e.c.store.update(ctx, e.name, func(sp *api.SchedulingPolicy) {
 		st := &sp.Status
 		st.LastGood = rev.DeepCopy()
 		hist := []api.HistoryEntry{{Revision: rev, ProvenAt: now}}
@@ -392,7 +424,7 @@ func (e *entry) prove(rev api.Revision) {
 	}
 	e.c.logger.Info("Policy revision proven: it is the last good revision", "policy", e.name, "revision", rev.Key, "digest", rev.Module.SHA256)
 	e.c.mu.Lock()
-	e.probation, e.probationKey = nil, ""
+	e.probation, e.probationKey, e.proving = nil, "", nil
 	e.c.mu.Unlock()
 }
 
@@ -409,17 +441,8 @@ func (e *entry) remove() {
 		e.slot.waitLoader()
 		guestTime.remove(e.slot)
 		loadingSince.DeleteLabelValues(e.name)
-		if p := e.slot.current.Swap(nil); p != nil {
-			activeVersion.DeleteLabelValues(e.name, p.Digest())
+		if p := e.slot.swap(nil); p != nil {
 			e.slot.retire(e.c.logger, p)
 		}
 	}()
-}
-
-// eventRecorder is the profile's recorder, nil without a handle.
-func (pl *Plugin) eventRecorder() events.EventRecorder {
-	if pl.handle == nil {
-		return nil
-	}
-	return pl.handle.EventRecorder()
 }

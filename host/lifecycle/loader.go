@@ -1,13 +1,13 @@
-package plugin
+package lifecycle
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"time"
 
 	"k8s.io/klog/v2"
 
+	"github.com/wasmsched/wasmsched/host/compose"
 	"github.com/wasmsched/wasmsched/host/policy"
 	"github.com/wasmsched/wasmsched/host/source"
 )
@@ -78,7 +78,7 @@ func (r *request) loadArgs(s *Slot) PolicyArgs {
 	if r.args != nil {
 		return *r.args
 	}
-	return s.Args
+	return *s.Args()
 }
 
 // attempt is one load of a version. pend is its status entry (its Stage is
@@ -96,14 +96,8 @@ func (a *attempt) digest() string { return a.req.v.Digest }
 
 func (a *attempt) key() string { return a.req.key }
 
-// offer is the source's Version handler: it leaves v as the newest request
-// and returns at once. A version still waiting in the mailbox is replaced
-// without ever starting.
-func (s *Slot) offer(v source.Version) {
-	s.offerRequest(&request{v: v, at: time.Now(), key: v.Digest})
-}
-
-// offerRequest is offer for a request made by the caller (a revision).
+// offerRequest leaves r as the newest request and returns at once. A
+// request still waiting in the mailbox is replaced without ever starting.
 func (s *Slot) offerRequest(r *request) {
 	v := r.v
 	s.mu.Lock()
@@ -117,12 +111,13 @@ func (s *Slot) offerRequest(r *request) {
 	s.poke()
 }
 
-// offerDeleted is the source's Deleted handler. With onDelete Deactivate a
-// version waiting in the mailbox is dropped: the deletion is newer.
+// offerDeleted reports the deletion of a static policy's source to the
+// loader. With onDelete Deactivate a version waiting in the mailbox is
+// dropped: the deletion is newer.
 func (s *Slot) offerDeleted() {
 	s.mu.Lock()
 	var dropped *request
-	if s.args().OnDelete == OnDeleteDeactivate {
+	if s.Args().OnDelete == OnDeleteDeactivate {
 		dropped, s.load.next = s.load.next, nil
 	}
 	s.load.deleted = true
@@ -148,10 +143,8 @@ func (s *Slot) loading() bool {
 }
 
 // runLoader is the slot's loader goroutine; it returns when ctx is done,
-// cancelling the load in flight. report receives the outcome of each load
-// that ran to its end (nil: installed) and the start-up failures of a
-// deleted source; start takes the first.
-func (s *Slot) runLoader(ctx context.Context, logger klog.Logger, report func(error)) {
+// cancelling the load in flight.
+func (s *Slot) runLoader(ctx context.Context, logger klog.Logger) {
 	l := &s.load
 	defer close(l.done)
 	// run is the load in flight, queued a version waiting for an
@@ -180,7 +173,7 @@ func (s *Slot) runLoader(ctx context.Context, logger klog.Logger, report func(er
 		queued = &attempt{req: r, pend: &Pending{Digest: d, Origin: r.v.Origin, Since: r.at, Stage: stageQueued}}
 	}
 	deleted := func() {
-		if s.args().OnDelete == OnDeleteDeactivate {
+		if s.Args().OnDelete == OnDeleteDeactivate {
 			if queued != nil {
 				s.superseded(queued.pend, "")
 				queued = nil
@@ -191,10 +184,6 @@ func (s *Slot) runLoader(ctx context.Context, logger klog.Logger, report func(er
 				run = nil
 			}
 		}
-		if s.Current() == nil && run == nil && queued == nil {
-			report(fmt.Errorf("policy %s: %s does not exist", s.Args.Name, describeSource(s.Args.Source)))
-			return
-		}
 		s.deleted(logger)
 	}
 
@@ -203,7 +192,7 @@ func (s *Slot) runLoader(ctx context.Context, logger klog.Logger, report func(er
 		case <-ctx.Done():
 			if run != nil {
 				run.cancel()
-				logger.V(2).Info("Policy load abandoned: shutting down", "policy", s.Args.Name, "digest", run.digest())
+				logger.V(2).Info("Policy load abandoned: shutting down", "policy", s.Name(), "digest", run.digest())
 			}
 			s.showLoading(nil, false)
 			return
@@ -216,13 +205,13 @@ func (s *Slot) runLoader(ctx context.Context, logger klog.Logger, report func(er
 			// (offerDeleted), so a version still here came after it;
 			// with Keep, the version came first or the order does not
 			// matter.
-			if del && s.args().OnDelete == OnDeleteDeactivate {
+			if del && s.Args().OnDelete == OnDeleteDeactivate {
 				deleted()
 			}
 			if r != nil {
 				want(r)
 			}
-			if del && s.args().OnDelete != OnDeleteDeactivate {
+			if del && s.Args().OnDelete != OnDeleteDeactivate {
 				deleted()
 			}
 		case a := <-l.results:
@@ -236,11 +225,10 @@ func (s *Slot) runLoader(ctx context.Context, logger klog.Logger, report func(er
 				}
 			case a.err != nil:
 				run = nil
-				s.reject(a.digest(), a.req.v.ResourceVersion, a.err)
+				s.reject(a.digest(), a.err)
 				if s.afterLoad != nil {
 					s.afterLoad(a.req, a.err)
 				}
-				report(a.err)
 			default:
 				run = nil
 				if s.beforeInstall != nil {
@@ -250,7 +238,6 @@ func (s *Slot) runLoader(ctx context.Context, logger klog.Logger, report func(er
 				if s.afterLoad != nil {
 					s.afterLoad(a.req, nil)
 				}
-				report(nil)
 			}
 		}
 		if run == nil && queued != nil && alive < maxLoads {
@@ -280,7 +267,7 @@ func (s *Slot) begin(ctx context.Context, logger klog.Logger, a *attempt) {
 	l.inFlight.Add(1)
 	go func() {
 		defer l.inFlight.Add(-1)
-		p, err := loadVersion(actx, logger, a.req.loadArgs(s), a.req.v.Module, func(stage string) { s.setStage(a.pend, stage) }, s.cluster)
+		p, err := loadVersion(actx, logger, a.req.loadArgs(s), a.req.v.Module, func(stage string) { s.setStage(a.pend, stage) }, s.bind)
 		a.cancel()
 		a.p, a.err = p, err
 		select {
@@ -318,10 +305,10 @@ func (s *Slot) showLoading(pend *Pending, busy bool) {
 		return
 	}
 	if pend == nil {
-		loadingSince.WithLabelValues(s.Args.Name).Set(0)
+		loadingSince.WithLabelValues(s.Name()).Set(0)
 		return
 	}
-	loadingSince.WithLabelValues(s.Args.Name).Set(float64(pend.Since.UnixNano()) / 1e9)
+	loadingSince.WithLabelValues(s.Name()).Set(float64(pend.Since.UnixNano()) / 1e9)
 	time.AfterFunc(loadingShowAfter, func() {
 		s.mu.Lock()
 		publish := s.status.Loading == pend
@@ -341,12 +328,12 @@ func (s *Slot) superseded(pend *Pending, by string) {
 	stage := pend.Stage
 	s.status.LastSuperseded = &Supersession{Digest: pend.Digest, Origin: pend.Origin, Stage: stage, At: time.Now(), By: by}
 	s.mu.Unlock()
-	reloadsTotal.WithLabelValues(s.Args.Name, "superseded").Inc()
+	reloadsTotal.WithLabelValues(s.Name(), "superseded").Inc()
 	newer := by
 	if newer == "" {
 		newer = "(source deleted)"
 	}
-	klog.Background().WithName(Name).Info("Policy version superseded before it finished loading", "policy", s.Args.Name, "digest", pend.Digest,
+	klog.Background().WithName(compose.Name).Info("Policy version superseded before it finished loading", "policy", s.Name(), "digest", pend.Digest,
 		"origin", pend.Origin, "stage", stage, "after", time.Since(pend.Since).Round(time.Millisecond), "by", newer, "current", s.currentDigest())
 	s.changed()
 }

@@ -1,4 +1,4 @@
-package plugin
+package lifecycle
 
 import (
 	"sync"
@@ -74,7 +74,7 @@ func (c *guestTimeCollector) CollectWithStability(ch chan<- metrics.Metric) {
 			return
 		}
 		for _, g := range p.Stats().Guest {
-			k := key{s.Args.Name, p.Version(), g.Export}
+			k := key{s.Name(), p.Version(), g.Export}
 			v, seen := sums[k]
 			if !seen {
 				order = append(order, k)

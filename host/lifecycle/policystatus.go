@@ -1,4 +1,4 @@
-package plugin
+package lifecycle
 
 import (
 	"context"
@@ -12,12 +12,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 
 	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
 )
 
-// policyStatusWriter writes SchedulingPolicies' status: this replica's
+// policyStatusWriter writes policies' status through their store
+// (SchedulingPolicies' status subresource, static policies' state
+// ConfigMap): this replica's
 // entry always, the fields outside Replicas when this replica holds the
 // status lease (Args.StatusLease; without one, always). Writes follow
 // changes, are retried with backoff when they fail (a namespace or a
@@ -84,7 +85,7 @@ func (w *policyStatusWriter) writeDirty(ctx context.Context) error {
 	}
 	var failed error
 	for name := range names {
-		err := w.update(ctx, name, func(sp *api.SchedulingPolicy) { w.c.report(ctx, sp) })
+		err := w.c.store.update(ctx, name, func(sp *api.SchedulingPolicy) { w.c.report(ctx, sp) })
 		if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
 			w.c.logger.V(2).Info("Could not write a SchedulingPolicy's status; retrying", "policy", name, "err", err)
 			w.mu.Lock()
@@ -96,37 +97,10 @@ func (w *policyStatusWriter) writeDirty(ctx context.Context) error {
 	return failed
 }
 
-// update reads the resource, lets mutate change its status and writes
-// the status if it changed; conflicts are read and mutated again.
-func (w *policyStatusWriter) update(ctx context.Context, name string, mutate func(*api.SchedulingPolicy)) error {
-	res := w.c.client.Resource(api.GVR).Namespace(w.c.namespace)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		u, err := res.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		sp, err := api.FromUnstructured(u)
-		if err != nil {
-			return err
-		}
-		before := sp.Status.DeepCopy()
-		mutate(sp)
-		if reflect.DeepEqual(before, &sp.Status) {
-			return nil
-		}
-		out, err := api.ToUnstructured(sp)
-		if err != nil {
-			return err
-		}
-		_, err = res.UpdateStatus(ctx, out, metav1.UpdateOptions{FieldManager: "wasmsched-scheduler"})
-		return err
-	})
-}
-
 // leader reports whether this replica writes the shared status fields.
 func (w *policyStatusWriter) leader(ctx context.Context) bool {
-	lease := w.c.args.StatusLease
-	if lease == "" {
+	lease := w.c.l.args.StatusLease
+	if lease == "" || w.c.l.opts.Client == nil {
 		return true
 	}
 	w.mu.Lock()
@@ -137,7 +111,7 @@ func (w *policyStatusWriter) leader(ctx context.Context) bool {
 	w.mu.Unlock()
 	ns, name, _ := strings.Cut(lease, "/")
 	is := false
-	if l, err := w.c.pl.handle.ClientSet().CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{}); err == nil && l.Spec.HolderIdentity != nil {
+	if l, err := w.c.l.opts.Client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{}); err == nil && l.Spec.HolderIdentity != nil {
 		host, _ := os.Hostname()
 		h := *l.Spec.HolderIdentity
 		is = h == host || strings.HasPrefix(h, host+"_")
@@ -154,7 +128,7 @@ func (w *policyStatusWriter) leader(ctx context.Context) bool {
 func (c *catalog) replicaStatus(sp *api.SchedulingPolicy) *api.ReplicaStatus {
 	for i := range sp.Status.Replicas {
 		r := &sp.Status.Replicas[i]
-		if r.Name == c.replica && r.Profile == profileName(c.pl.handle) {
+		if r.Name == c.l.replica && r.Profile == c.l.opts.Profile {
 			return r
 		}
 	}
@@ -166,7 +140,7 @@ func (c *catalog) replicaStatus(sp *api.SchedulingPolicy) *api.ReplicaStatus {
 func (c *catalog) setReplica(sp *api.SchedulingPolicy, fn func(*api.ReplicaStatus)) {
 	r := c.replicaStatus(sp)
 	if r == nil {
-		sp.Status.Replicas = append(sp.Status.Replicas, api.ReplicaStatus{Name: c.replica, Profile: profileName(c.pl.handle)})
+		sp.Status.Replicas = append(sp.Status.Replicas, api.ReplicaStatus{Name: c.l.replica, Profile: c.l.opts.Profile})
 		r = &sp.Status.Replicas[len(sp.Status.Replicas)-1]
 	}
 	before := r.DeepCopy()
@@ -177,7 +151,7 @@ func (c *catalog) setReplica(sp *api.SchedulingPolicy, fn func(*api.ReplicaStatu
 	}
 	kept := sp.Status.Replicas[:0]
 	for _, o := range sp.Status.Replicas {
-		if (o.Name == c.replica && o.Profile == r.Profile) || now.Sub(o.Heartbeat.Time) < replicaExpiry {
+		if (o.Name == c.l.replica && o.Profile == r.Profile) || now.Sub(o.Heartbeat.Time) < replicaExpiry {
 			kept = append(kept, o)
 		}
 	}
@@ -194,7 +168,7 @@ func (c *catalog) report(ctx context.Context, sp *api.SchedulingPolicy) {
 		// entry, leave the rest to the profiles that select it.
 		kept := sp.Status.Replicas[:0]
 		for _, o := range sp.Status.Replicas {
-			if o.Name != c.replica || o.Profile != profileName(c.pl.handle) {
+			if o.Name != c.l.replica || o.Profile != c.l.opts.Profile {
 				kept = append(kept, o)
 			}
 		}

@@ -1,7 +1,9 @@
-package plugin
+package lifecycle
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -9,11 +11,12 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 
+	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
 	"github.com/wasmsched/wasmsched/host/source"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
-func TestMain(m *testing.M) { testwasm.Main(m, registerMetrics) }
+func TestMain(m *testing.M) { testwasm.Main(m, RegisterMetrics) }
 
 // slowSettings make the probe spin about 5s in its settings hook, under
 // the 10s init deadline: a version that loads, slowly. stuckSettings make
@@ -60,47 +63,58 @@ func (f *fakeSource) deleted() {
 	<-f.took
 }
 
-// newTestSlot is a slot of policy name with settings (and extra fields),
-// as New makes it, without a scheduler around it.
-func newTestSlot(t *testing.T, name, settings, extra string) *Slot {
+// testArgs decodes, defaults and validates the arguments of one policy.
+func testArgs(t *testing.T, policyJSON string) PolicyArgs {
 	t.Helper()
-	a, err := decode(t, `{"policies": [{"name": "`+name+`", "source": {"configMap": "`+name+`"}, "settings": `+settings+extra+`}]}`)
-	if err != nil {
+	var a Args
+	if err := json.Unmarshal([]byte(`{"policies": [`+policyJSON+`]}`), &a); err != nil {
 		t.Fatal(err)
 	}
-	pa := a.Policies[0]
-	s := &Slot{Args: pa, metrics: newPointMetrics(pa.Name)}
-	s.status = SlotStatus{Policy: pa.Name, Mode: pa.Mode}
-	return s
+	SetDefaults(&a)
+	if errs := Validate(&a); len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	return a.Policies[0]
 }
 
-// run starts s on src and returns what start returned, after the test
-// delivered what deliver sends. The slot stops when the test ends.
+// newTestSlot is a slot of policy name with settings (and extra fields),
+// without a scheduler around it.
+func newTestSlot(t *testing.T, name, settings, extra string) *Slot {
+	t.Helper()
+	return newSlot(testArgs(t, `{"name": "`+name+`", "source": {"configMap": "`+name+`"}, "settings": `+settings+extra+`}`), false, nil)
+}
+
+// run starts s's loader, wires src straight to it (each version a request
+// keyed by its digest) and waits, after the test delivered what deliver
+// sends, until nothing is waiting or loading: it returns the refusal when
+// nothing serves then. The slot stops when the test ends.
 func run(t *testing.T, s *Slot, src *fakeSource, deliver func()) (context.CancelFunc, error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.start(ctx, klog.Background(), src) }()
+	s.startLoader(ctx, klog.Background())
+	go src.Run(ctx, source.Handlers{
+		Version: func(v source.Version) { s.offerRequest(&request{v: v, at: time.Now(), key: v.Digest}) },
+		Deleted: s.offerDeleted,
+	})
 	deliver()
-	err := <-done
+	waitFor(t, "the first version's load to end", func() bool { return !s.loading() })
 	t.Cleanup(func() {
 		cancel()
-		retireAll([]*Slot{s})
-		waitFor(t, "abandoned loads to return", 30*time.Second, func() bool { return s.load.inFlight.Load() == 0 })
+		s.close()
+		waitFor(t, "abandoned loads to return", func() bool { return s.load.inFlight.Load() == 0 })
 	})
-	return cancel, err
+	if s.Current() == nil {
+		if r := s.Status().LastRejected; r != nil {
+			return cancel, errors.New(r.Error)
+		}
+		return cancel, errors.New("nothing serves")
+	}
+	return cancel, nil
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) time.Duration {
+func waitFor(t *testing.T, what string, cond func() bool) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > timeout {
-			t.Fatalf("no %s within %v", what, timeout)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return time.Since(start)
+	return testwasm.WaitFor(t, what, cond)
 }
 
 func digestOf(s *Slot) string { return s.currentDigest() }
@@ -119,7 +133,7 @@ func counter(t *testing.T, policy, result string) float64 {
 // the loader, not the compiler.
 func warm(t *testing.T, s *Slot, module []byte) {
 	t.Helper()
-	p, err := loadVersion(context.Background(), klog.Background(), s.Args, module, nil, nil)
+	p, err := loadVersion(context.Background(), klog.Background(), *s.Args(), module, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +144,7 @@ func warm(t *testing.T, s *Slot, module []byte) {
 // returns the time of the last look that did not: the stage began after it.
 func waitLoading(t *testing.T, s *Slot, digest, stage string) (notBefore time.Time) {
 	t.Helper()
-	waitFor(t, "status loading "+digest[:12]+" "+stage, 30*time.Second, func() bool {
+	waitFor(t, "status loading "+digest[:12]+" "+stage, func() bool {
 		l := s.Status().Loading
 		if l != nil && l.Digest == digest && l.Stage == stage {
 			return true
@@ -156,7 +170,7 @@ func TestNewerVersionSupersedesLoad(t *testing.T) {
 		t.Fatalf("start: %v", err)
 	}
 	if digestOf(s) != source.Digest(a) {
-		t.Fatalf("serving %s after start, want a", short(digestOf(s)))
+		t.Fatalf("serving %s after start, want a", api.ShortDigest(digestOf(s)))
 	}
 
 	if took := src.version(slow, "test slow"); took > 500*time.Millisecond {
@@ -167,7 +181,7 @@ func TestNewerVersionSupersedesLoad(t *testing.T) {
 	if took := src.version(b, "test b"); took > 500*time.Millisecond {
 		t.Fatalf("the Version handler took %v while a load was in flight", took)
 	}
-	waitFor(t, "version b serving", 30*time.Second, func() bool { return digestOf(s) == source.Digest(b) })
+	waitFor(t, "version b serving", func() bool { return digestOf(s) == source.Digest(b) })
 	// The stuck version's settings hook spins until its 10s deadline,
 	// counted from when it began initialising, after initFrom, whatever the
 	// load on the machine: b serving before initFrom+10s serves before the
@@ -197,10 +211,10 @@ func TestNewerVersionSupersedesLoad(t *testing.T) {
 
 	// Once the abandoned load returns (refused at its deadline), nothing
 	// is reported of it.
-	waitFor(t, "the abandoned load to return", 30*time.Second, func() bool { return s.load.inFlight.Load() == 0 })
+	waitFor(t, "the abandoned load to return", func() bool { return s.load.inFlight.Load() == 0 })
 	time.Sleep(50 * time.Millisecond)
 	if digestOf(s) != source.Digest(b) {
-		t.Fatalf("serving %s after the abandoned load returned, want b", short(digestOf(s)))
+		t.Fatalf("serving %s after the abandoned load returned, want b", api.ShortDigest(digestOf(s)))
 	}
 	if st := s.Status(); st.Reloads != 1 || st.LastRejected != nil {
 		t.Fatalf("reloads = %d, lastRejected = %+v: want 1 (a -> b) and nothing rejected", st.Reloads, st.LastRejected)
@@ -225,7 +239,7 @@ func TestSameDigestLoadsOnce(t *testing.T) {
 	if l := s.Status().Loading; l == nil || l.Origin != "first upload" {
 		t.Fatalf("loading %+v, want the first upload still", l)
 	}
-	waitFor(t, "the slow version serving", 20*time.Second, func() bool { return digestOf(s) == source.Digest(slow) })
+	waitFor(t, "the slow version serving", func() bool { return digestOf(s) == source.Digest(slow) })
 	src.version(slow, "third upload")
 	time.Sleep(50 * time.Millisecond)
 	if n := s.load.begun.Load(); n != 2 {
@@ -240,10 +254,10 @@ func TestSameDigestLoadsOnce(t *testing.T) {
 	}
 }
 
-// Start-up waits for the first version to load or fail: a bad first
-// version stops start-up with its reason; one superseded is no answer, the
-// version that replaced it is.
-func TestStartupOutcome(t *testing.T) {
+// The first version's load ends in its own outcome: a bad first version is
+// refused with its reason and nothing serves; one superseded is no answer,
+// the version that replaced it is.
+func TestFirstVersionOutcome(t *testing.T) {
 	a, slow := testwasm.Bytes(t, "test/guests/versions/a"), testwasm.Bytes(t, "test/guests/probe")
 	bad := []byte("\x00asm\x01\x00\x00\x00 but not really")
 
@@ -273,7 +287,7 @@ func TestStartupOutcome(t *testing.T) {
 		if sup := s.Status().LastSuperseded; sup == nil || sup.Digest != source.Digest(slow) {
 			t.Fatalf("lastSuperseded %+v, want the slow version", sup)
 		}
-		t.Logf("start-up failed after %v, the superseded load still running: %d", time.Since(begin), s.load.inFlight.Load())
+		t.Logf("refused after %v, the superseded load still running: %d", time.Since(begin), s.load.inFlight.Load())
 	})
 	t.Run("slow first version superseded by a good one", func(t *testing.T) {
 		s := newTestSlot(t, "startslowgood", slowSettings, "")
@@ -287,7 +301,7 @@ func TestStartupOutcome(t *testing.T) {
 			t.Fatalf("start: %v", err)
 		}
 		if digestOf(s) != source.Digest(a) {
-			t.Fatalf("serving %s, want a", short(digestOf(s)))
+			t.Fatalf("serving %s, want a", api.ShortDigest(digestOf(s)))
 		}
 	})
 }
@@ -306,13 +320,13 @@ func TestShutdownAbandonsLoad(t *testing.T) {
 	waitLoading(t, s, source.Digest(slow), "initialising")
 	begin := time.Now()
 	cancel()
-	retireAll([]*Slot{s})
+	s.close()
 	if d := time.Since(begin); d > time.Second {
 		t.Fatalf("shutdown took %v with a load in flight", d)
 	}
-	waitFor(t, "the abandoned load to return", 20*time.Second, func() bool { return s.load.inFlight.Load() == 0 })
+	waitFor(t, "the abandoned load to return", func() bool { return s.load.inFlight.Load() == 0 })
 	if s.Current() != nil {
-		t.Fatalf("serving %s after shutdown", short(digestOf(s)))
+		t.Fatalf("serving %s after shutdown", api.ShortDigest(digestOf(s)))
 	}
 }
 
@@ -328,7 +342,7 @@ func TestDeactivateSupersedesLoad(t *testing.T) {
 	src.version(slow, "test slow")
 	waitLoading(t, s, source.Digest(slow), "initialising")
 	src.deleted()
-	waitFor(t, "the policy deactivated", 4*time.Second, func() bool { return s.Current() == nil })
+	waitFor(t, "the policy deactivated", func() bool { return s.Current() == nil })
 	st := s.Status()
 	if st.Active || st.Loading != nil {
 		t.Fatalf("status %+v: want inactive, nothing loading", st)
@@ -336,10 +350,10 @@ func TestDeactivateSupersedesLoad(t *testing.T) {
 	if sup := st.LastSuperseded; sup == nil || sup.Digest != source.Digest(slow) || sup.By != "" {
 		t.Fatalf("lastSuperseded %+v, want the slow version, by the deletion", sup)
 	}
-	waitFor(t, "the abandoned load to return", 20*time.Second, func() bool { return s.load.inFlight.Load() == 0 })
+	waitFor(t, "the abandoned load to return", func() bool { return s.load.inFlight.Load() == 0 })
 	time.Sleep(50 * time.Millisecond)
 	if s.Current() != nil {
-		t.Fatalf("serving %s after deactivation", short(digestOf(s)))
+		t.Fatalf("serving %s after deactivation", api.ShortDigest(digestOf(s)))
 	}
 }
 
@@ -355,15 +369,15 @@ func TestRollbackAbandonsLoad(t *testing.T) {
 	src.version(slow, "test slow")
 	waitLoading(t, s, source.Digest(slow), "initialising")
 	src.version(a, "test a again")
-	waitFor(t, "nothing loading", 4*time.Second, func() bool { return s.Status().Loading == nil })
+	waitFor(t, "nothing loading", func() bool { return s.Status().Loading == nil })
 	st := s.Status()
 	if sup := st.LastSuperseded; sup == nil || sup.Digest != source.Digest(slow) || sup.By != source.Digest(a) {
 		t.Fatalf("lastSuperseded %+v, want the slow version, by a", sup)
 	}
-	waitFor(t, "the abandoned load to return", 20*time.Second, func() bool { return s.load.inFlight.Load() == 0 })
+	waitFor(t, "the abandoned load to return", func() bool { return s.load.inFlight.Load() == 0 })
 	time.Sleep(50 * time.Millisecond)
 	if digestOf(s) != source.Digest(a) || s.load.begun.Load() != 2 || s.Status().Reloads != 0 {
-		t.Fatalf("serving %s after %d loads and %d reloads, want a, 2 loads (a, slow) and no reload", short(digestOf(s)), s.load.begun.Load(), s.Status().Reloads)
+		t.Fatalf("serving %s after %d loads and %d reloads, want a, 2 loads (a, slow) and no reload", api.ShortDigest(digestOf(s)), s.load.begun.Load(), s.Status().Reloads)
 	}
 }
 
@@ -384,7 +398,7 @@ func TestNewerVersionAbandonsCompile(t *testing.T) {
 	waitLoading(t, s, source.Digest(costly), "compiling")
 	cancelled := time.Now()
 	src.version(a, "test a again")
-	waitFor(t, "the abandoned compile to return", 30*time.Second, func() bool { return s.load.inFlight.Load() == 0 })
+	waitFor(t, "the abandoned compile to return", func() bool { return s.load.inFlight.Load() == 0 })
 	abandoned := time.Since(cancelled)
 	st := s.Status()
 	if sup := st.LastSuperseded; sup == nil || sup.Digest != source.Digest(costly) || sup.Stage != "compiling" || st.LastRejected != nil || digestOf(s) != source.Digest(a) {
@@ -393,7 +407,7 @@ func TestNewerVersionAbandonsCompile(t *testing.T) {
 
 	// The same compile, to its end (the killed child cached nothing).
 	begin := time.Now()
-	_, err := loadVersion(context.Background(), klog.Background(), s.Args, costly, nil, nil)
+	_, err := loadVersion(context.Background(), klog.Background(), *s.Args(), costly, nil, nil)
 	full := time.Since(begin)
 	if err == nil || !strings.Contains(err.Error(), "does not export") {
 		t.Fatalf("the costly module loaded to its end: %v, want it compiled and refused for its exports", err)

@@ -1,4 +1,4 @@
-package plugin
+package lifecycle
 
 import (
 	"testing"
@@ -58,14 +58,14 @@ func TestInstancesMetric(t *testing.T) {
 	}
 
 	src.version(b, "test b")
-	waitFor(t, "version b serving", 20*time.Second, func() bool { return digestOf(s) == source.Digest(b) })
+	waitFor(t, "version b serving", func() bool { return digestOf(s) == source.Digest(b) })
 	if n, _ := instancesOf(t, "instances"); n != 2 {
 		t.Fatalf("instances = %v just after the swap, want 2 (b's, and a's until it is retired)", n)
 	}
-	waitFor(t, "version a retired", 10*time.Second, func() bool { n, _ := instancesOf(t, "instances"); return n == 1 })
+	waitFor(t, "version a retired", func() bool { n, _ := instancesOf(t, "instances"); return n == 1 })
 
 	src.deleted()
-	waitFor(t, "the policy deactivated and b retired", 10*time.Second, func() bool {
+	waitFor(t, "the policy deactivated and b retired", func() bool {
 		n, ok := instancesOf(t, "instances")
 		return ok && n == 0 && s.Current() == nil
 	})

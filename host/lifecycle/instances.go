@@ -1,4 +1,4 @@
-package plugin
+package lifecycle
 
 import (
 	"sync"
@@ -56,7 +56,7 @@ func (c *instancesCollector) CollectWithStability(ch chan<- metrics.Metric) {
 		if p := s.Current(); p != nil {
 			n = p.Instances()
 		}
-		counts[s.Args.Name] += n
+		counts[s.Name()] += n
 	})
 	c.mu.Lock()
 	for p, name := range c.retiring {

@@ -1,11 +1,10 @@
-package plugin
+package lifecycle
 
 import (
 	"context"
 	"encoding/json"
 	"os"
 	"regexp"
-	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -13,12 +12,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
-	fwk "k8s.io/kube-scheduler/framework"
 )
 
 // StatusConfigMap is the ConfigMap, in the plugin's namespace, where every
-// scheduler replica publishes what each policy runs (read by `wasmsched
-// status`). Each replica and profile writes its own key.
+// scheduler replica publishes what each statically configured policy runs
+// (read by `wasmsched status`). Each replica and profile writes its own
+// key.
 const StatusConfigMap = "wasmsched-status"
 
 // Status is one replica's and profile's report.
@@ -37,27 +36,17 @@ type statusWriter struct {
 	replica   string
 	profile   string
 
-	mu    sync.Mutex
-	slots []*Slot
+	slots func() []*Slot
 	dirty chan struct{}
 }
 
 var unsafeKey = regexp.MustCompile(`[^-._a-zA-Z0-9]+`)
 
-func newStatusWriter(h fwk.Handle, namespace, profile string) *statusWriter {
+func newStatusWriter(client kubernetes.Interface, namespace, profile string, slots func() []*Slot) *statusWriter {
 	host, _ := os.Hostname()
-	w := &statusWriter{namespace: namespace, replica: host, profile: profile, dirty: make(chan struct{}, 1)}
-	if h != nil {
-		w.client = h.ClientSet()
-	}
+	w := &statusWriter{client: client, namespace: namespace, replica: host, profile: profile, slots: slots, dirty: make(chan struct{}, 1)}
 	w.key = unsafeKey.ReplaceAllString(host+"."+profile, "_") + ".json"
 	return w
-}
-
-func (w *statusWriter) add(s *Slot) {
-	w.mu.Lock()
-	w.slots = append(w.slots, s)
-	w.mu.Unlock()
 }
 
 // touch asks for a write.
@@ -70,10 +59,8 @@ func (w *statusWriter) touch() {
 
 // Snapshot returns the current report.
 func (w *statusWriter) Snapshot() Status {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	st := Status{Replica: w.replica, Profile: w.profile, Updated: time.Now().UTC()}
-	for _, s := range w.slots {
+	for _, s := range w.slots() {
 		st.Policies = append(st.Policies, s.Status())
 	}
 	return st
