@@ -1,6 +1,10 @@
 package testwasm
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -44,4 +48,45 @@ func deadlineOf(tb testing.TB) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return d.Add(-waitGrace), true
+}
+
+// Patience is how many times longer than a quiet machine needs a test
+// waits for an event before it fails (WASMSCHED_TEST_PATIENCE, default 4):
+// the deadlines in tests scale with the build and the load, not with a
+// guess made on a quiet machine.
+func Patience() int {
+	if n, err := strconv.Atoi(os.Getenv("WASMSCHED_TEST_PATIENCE")); err == nil && n > 0 {
+		return n
+	}
+	return 4
+}
+
+// Poll calls cond every interval until it holds or returns an error (which
+// Poll returns), for at most Patience times expected and never past the
+// test binary's deadline (less a grace period); then it returns an error
+// saying how long it waited. A wait that outlasts expected is logged.
+func Poll(tb testing.TB, interval, expected time.Duration, cond func(ctx context.Context) (bool, error)) error {
+	tb.Helper()
+	start := time.Now()
+	limit := start.Add(time.Duration(Patience()) * expected)
+	if d, ok := deadlineOf(tb); ok && d.Before(limit) {
+		limit = d
+	}
+	ctx := context.Background()
+	for {
+		ok, err := cond(ctx)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if took := time.Since(start); took > expected {
+				tb.Logf("waited %v, more than the %v expected", took.Round(time.Millisecond), expected)
+			}
+			return nil
+		}
+		if time.Now().After(limit) {
+			return fmt.Errorf("not after %v (%d times the %v expected)", time.Since(start).Round(time.Millisecond), Patience(), expected)
+		}
+		time.Sleep(interval)
+	}
 }

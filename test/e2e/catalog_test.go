@@ -112,7 +112,7 @@ func (c *cluster) getPolicy(name string) *api.SchedulingPolicy {
 func (c *cluster) waitPolicy(name, what string, timeout time.Duration, done func(*api.SchedulingPolicy) bool) *api.SchedulingPolicy {
 	c.t.Helper()
 	var sp *api.SchedulingPolicy
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := testwasm.Poll(c.t, 50*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
 		u, err := c.dynamic().Resource(api.GVR).Namespace(policyNamespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil

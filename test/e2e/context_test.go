@@ -632,7 +632,7 @@ func (c *cluster) boundPods(ns string) map[string]string {
 func (c *cluster) waitBoundIn(ns, name string) string {
 	c.t.Helper()
 	var node string
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := testwasm.Poll(c.t, 50*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
 		p, err := c.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -685,7 +685,7 @@ func (c *cluster) failedMessage(ns, name string) string {
 // message contains want, and checks that the pod is unbound.
 func (c *cluster) waitFailedIn(ns, name, want string) {
 	c.t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	err := testwasm.Poll(c.t, 100*time.Millisecond, 30*time.Second, func(context.Context) (bool, error) {
 		return strings.Contains(c.failedMessage(ns, name), want), nil
 	})
 	if err != nil {

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
 	"github.com/wasmsched/wasmsched/host/engine"
@@ -266,7 +265,7 @@ func (r *replica) conflicts() []string {
 // waitFor polls cond every 50ms until it holds or timeout passes.
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+	err := testwasm.Poll(t, 50*time.Millisecond, timeout, func(context.Context) (bool, error) {
 		return cond(), nil
 	})
 	if err != nil {
@@ -280,7 +279,7 @@ func (c *cluster) waitAllBound(n int, timeout time.Duration) map[string]string {
 	c.t.Helper()
 	nodes := map[string]string{}
 	unbound := 0
-	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := testwasm.Poll(c.t, 500*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
 		list, err := c.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

@@ -13,7 +13,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"sigs.k8s.io/yaml"
@@ -200,7 +199,7 @@ func (c *cluster) pod(name string, mutate ...func(*v1.Pod)) *v1.Pod {
 func (c *cluster) waitBound(name string, timeout time.Duration) string {
 	c.t.Helper()
 	var node string
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := testwasm.Poll(c.t, 50*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
 		p, err := c.client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -219,7 +218,7 @@ func (c *cluster) waitBound(name string, timeout time.Duration) string {
 func (c *cluster) waitUnschedulable(name string, timeout time.Duration) string {
 	c.t.Helper()
 	var msg string
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := testwasm.Poll(c.t, 100*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
 		evs, err := c.client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name + ",reason=FailedScheduling"})
 		if err != nil {
 			return false, err

@@ -14,7 +14,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"sigs.k8s.io/yaml"
@@ -385,7 +384,7 @@ func startHostileScheduler(t *testing.T, c *cluster, profiles map[string][]any) 
 func (c *cluster) waitCondition(t *testing.T, pod string, timeout time.Duration, want ...string) string {
 	t.Helper()
 	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := testwasm.Poll(c.t, 100*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
 		p, err := c.client.CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -417,7 +416,7 @@ func (c *cluster) waitCondition(t *testing.T, pod string, timeout time.Duration,
 func (c *cluster) waitEvent(t *testing.T, pod, reason string, timeout time.Duration) string {
 	t.Helper()
 	var msg string
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := testwasm.Poll(c.t, 100*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
 		evs, err := c.client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod + ",reason=" + reason})
 		if err != nil {
 			return false, err

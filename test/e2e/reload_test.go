@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	"github.com/wasmsched/wasmsched/host/plugin"
@@ -74,7 +73,7 @@ func (c *cluster) namespace(name string) {
 // waitRejections waits for at least n PolicyRejected events in namespace.
 func (c *cluster) waitRejections(namespace string, n int, timeout time.Duration) {
 	c.t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := testwasm.Poll(c.t, 100*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
 		evs, err := c.client.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=PolicyRejected"})
 		if err != nil {
 			return false, err
@@ -109,7 +108,7 @@ func (c *cluster) waitActive(policy, digest string, timeout time.Duration) time.
 func (c *cluster) waitStatus(policy string, timeout time.Duration, done func(lifecycle.SlotStatus) bool) (string, bool) {
 	c.t.Helper()
 	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := testwasm.Poll(c.t, 20*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
 		cm, err := c.client.CoreV1().ConfigMaps(policyNamespace).Get(ctx, lifecycle.StatusConfigMap, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
@@ -191,7 +190,7 @@ func TestHotReloadUnderLoad(t *testing.T) {
 
 	// Every pod bound, to a node one version allows.
 	perNode := map[string]int{}
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 120*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := testwasm.Poll(t, 200*time.Millisecond, 120*time.Second, func(ctx context.Context) (bool, error) {
 		list, err := c.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -346,10 +345,13 @@ func TestReloadSupersedesSlowLoad(t *testing.T) {
 	}
 }
 
-// A policy whose first version cannot load stops the scheduler from
-// starting, with the policy, the version and the reason; with the loader
-// between the source and the load, start-up still waits for that outcome.
-func TestStartupRefusesBadFirstVersion(t *testing.T) {
+// A policy whose first version cannot load no longer stops the scheduler
+// from starting (it would crash-loop): the scheduler starts, the policy has
+// no version, and the profile's pods are refused with the policy, the
+// version and the reason, which a PolicyRejected Event on the ConfigMap
+// repeats. With the loader between the source and the load, start-up
+// still waits for that outcome.
+func TestBadFirstVersionHoldsPods(t *testing.T) {
 	c := startCluster(t, nil)
 	c.namespace(policyNamespace)
 	bad, err := os.ReadFile(filepath.Join(testwasm.Root(t), "host", "engine", "testdata", "abi_v2.wasm"))
@@ -362,11 +364,18 @@ func TestStartupRefusesBadFirstVersion(t *testing.T) {
 		ConfigFile:      schedulerConfig(t, t.TempDir(), c.kubeconfig, []policy{{Name: "badstart", ConfigMap: "badstart"}}),
 		RegistryOptions: []app.Option{app.WithPlugin(plugin.Name, plugin.New)},
 	})
-	if err == nil {
-		s.Stop()
-		t.Fatal("the scheduler started with a policy that cannot load")
+	if err != nil {
+		t.Fatalf("start-up: %v (a policy that cannot load must not stop the scheduler)", err)
 	}
-	if want := "policy badstart@" + digest[:12] + ": abi_version: module speaks ABI version 2"; !strings.Contains(err.Error(), want) {
-		t.Fatalf("start-up error %q, want it to contain %q", err, want)
+	t.Cleanup(s.Stop)
+	c.node("n1", nil)
+	c.pod("held")
+	want := "policy badstart@" + digest[:12] + ": abi_version: module speaks ABI version 2"
+	if msg := c.waitUnschedulable("held", 60*time.Second); !strings.Contains(msg, "policy badstart cannot serve") || !strings.Contains(msg, want) {
+		t.Fatalf("pod held: %q, want the policy and %q", msg, want)
 	}
+	waitFor(t, "a PolicyRejected Event on badstart-0", 30*time.Second, func() bool {
+		ev := c.chunkEvents("badstart-0", lifecycle.EventRejected)
+		return len(ev) > 0 && strings.Contains(ev[0], want)
+	})
 }
