@@ -111,15 +111,13 @@ func (s *Slot) offerRequest(r *request) {
 	s.poke()
 }
 
-// offerDeleted reports the deletion of a static policy's source to the
-// loader. With onDelete Deactivate a version waiting in the mailbox is
-// dropped: the deletion is newer.
+// offerDeleted deactivates the policy through the loader: its source is
+// gone and its arguments say to stop applying it (onDelete Deactivate). A
+// version waiting in the mailbox is dropped: the deletion is newer.
 func (s *Slot) offerDeleted() {
 	s.mu.Lock()
-	var dropped *request
-	if s.Args().OnDelete == OnDeleteDeactivate {
-		dropped, s.load.next = s.load.next, nil
-	}
+	dropped := s.load.next
+	s.load.next = nil
 	s.load.deleted = true
 	s.mu.Unlock()
 	if dropped != nil {
@@ -173,16 +171,14 @@ func (s *Slot) runLoader(ctx context.Context, logger klog.Logger) {
 		queued = &attempt{req: r, pend: &Pending{Digest: d, Origin: r.v.Origin, Since: r.at, Stage: stageQueued}}
 	}
 	deleted := func() {
-		if s.Args().OnDelete == OnDeleteDeactivate {
-			if queued != nil {
-				s.superseded(queued.pend, "")
-				queued = nil
-			}
-			if run != nil {
-				run.cancel()
-				s.superseded(run.pend, "")
-				run = nil
-			}
+		if queued != nil {
+			s.superseded(queued.pend, "")
+			queued = nil
+		}
+		if run != nil {
+			run.cancel()
+			s.superseded(run.pend, "")
+			run = nil
 		}
 		s.deleted(logger)
 	}
@@ -201,18 +197,13 @@ func (s *Slot) runLoader(ctx context.Context, logger klog.Logger) {
 			r, del := l.next, l.deleted
 			l.next, l.deleted = nil, false
 			s.mu.Unlock()
-			// A deactivating deletion dropped the versions before it
-			// (offerDeleted), so a version still here came after it;
-			// with Keep, the version came first or the order does not
-			// matter.
-			if del && s.Args().OnDelete == OnDeleteDeactivate {
+			// A deletion dropped the versions before it (offerDeleted),
+			// so a version still here came after it.
+			if del {
 				deleted()
 			}
 			if r != nil {
 				want(r)
-			}
-			if del && s.Args().OnDelete != OnDeleteDeactivate {
-				deleted()
 			}
 		case a := <-l.results:
 			alive--

@@ -156,25 +156,21 @@ func (s *Slot) reject(digest string, err error) {
 	s.changed()
 }
 
-// deleted handles the disappearance of the policy's source. The loader
+// deleted deactivates the policy: its source disappeared and its
+// arguments say to stop applying it then (onDelete Deactivate). The loader
 // calls it.
 func (s *Slot) deleted(logger klog.Logger) {
-	if s.Args().OnDelete == OnDeleteDeactivate {
-		s.deactivated.Store(true)
-		if old := s.swap(nil); old != nil {
-			s.retire(logger, old)
-		}
-		s.mu.Lock()
-		s.status.Active = false
-		s.mu.Unlock()
-		if s.onSwap != nil {
-			s.onSwap(s.Name())
-		}
-		logger.Info("Policy source deleted: policy deactivated (onDelete: Deactivate)", "policy", s.Name())
-	} else {
-		logger.Info("Policy source deleted: keeping the last good version (onDelete: Keep)", "policy", s.Name(), "digest", s.currentDigest())
+	s.deactivated.Store(true)
+	if old := s.swap(nil); old != nil {
+		s.retire(logger, old)
 	}
-	reloadsTotal.WithLabelValues(s.Name(), "deleted").Inc()
+	s.mu.Lock()
+	s.status.Active = false
+	s.mu.Unlock()
+	if s.onSwap != nil {
+		s.onSwap(s.Name())
+	}
+	logger.Info("Policy source deleted: policy deactivated (onDelete: Deactivate)", "policy", s.Name())
 	s.changed()
 }
 

@@ -131,11 +131,16 @@ func (e *entry) setSpec(sp *api.SchedulingPolicy) (rosterChanged bool) {
 		rosterChanged = true
 	}
 	e.slot.live.Store(&pa)
+	if e.c.store.pending(sp) {
+		return rosterChanged // nothing to fetch yet: its source has not reported
+	}
 	rev := api.RevisionOf(&sp.Spec)
 	// A fetch that failed is tried again when the store says so (crdStore:
 	// at each resync; the chunks may have been pushed late, the URL may
-	// be back).
-	retry := rev.Key == e.want.Key && e.failed[rev.Key].kind == api.ReasonFetch && e.c.store.refetch(prev, sp)
+	// be back); a spec without a module (a static policy's source failed
+	// or is gone) is looked at again at each report of its source.
+	retry := rev.Key == e.want.Key && e.c.store.refetch(prev, sp) &&
+		(e.failed[rev.Key].kind == api.ReasonFetch || rev.Module.SHA256 == "")
 	if rev.Key == e.want.Key && !retry {
 		return rosterChanged
 	}
@@ -146,9 +151,6 @@ func (e *entry) setSpec(sp *api.SchedulingPolicy) (rosterChanged bool) {
 		e.slot.offerDeleted()
 		e.settle()
 		return rosterChanged
-	}
-	if e.c.store.pending(sp) {
-		return rosterChanged // nothing to fetch yet: its source has not reported
 	}
 	if q := quarantineOf(sp, rev.Key); q != nil {
 		e.refuse(rev, api.ReasonQuarantined, fmt.Errorf("revision %s is quarantined: %s (push it again with --force to retry it)", rev.Short(), q.Reason))

@@ -131,9 +131,7 @@ func (s *staticStore) handlers(p *staticPolicy, changed func()) source.Handlers 
 		},
 		Deleted: func() {
 			reloadsTotal.WithLabelValues(name, "deleted").Inc()
-			if p.args.OnDelete == OnDeleteDeactivate {
-				s.l.logger.Info("Policy source deleted: policy deactivated (onDelete: Deactivate)", "policy", name)
-			} else {
+			if p.args.OnDelete != OnDeleteDeactivate { // the loader logs a deactivation
 				s.l.logger.Info("Policy source deleted: keeping the last good version (onDelete: Keep)", "policy", name)
 			}
 			report(func() {

@@ -110,3 +110,19 @@ func TestStaticLifecycle(t *testing.T) {
 		t.Errorf("%d loads, want 3 (bad, a, bad again): the module serving is not loaded again", n)
 	}
 }
+
+// A static policy whose source reports it deleted at start-up (no
+// ConfigMaps; onDelete Keep) and that has no last good revision settles at
+// once without a version, pods held with the reason; the source's next
+// report is acted on, though the spec still names no module.
+func TestStaticDeletedAtStart(t *testing.T) {
+	src := newFakeSource()
+	l := startStatic(t, `{"name": "gone", "source": {"configMap": "gone"}}`, src, func() { src.deleted() })
+	s := l.Roster().Slot("gone")
+	if why := s.NoVersionReason(); s.Current() != nil || !s.BlocksWithoutVersion() || !strings.Contains(why, "configMap gone does not exist") {
+		t.Fatalf("after start-up: version %v, blocks %v, reason %q; want none, blocking, the missing ConfigMaps named", s.Current(), s.BlocksWithoutVersion(), why)
+	}
+	src.events <- func(h source.Handlers) { h.Error(errors.New("configmap wasmsched-system/gone-1: chunk sha256 mismatch")) }
+	<-src.took
+	waitFor(t, "the source's error as the reason", func() bool { return strings.Contains(s.NoVersionReason(), "chunk sha256 mismatch") })
+}

@@ -83,10 +83,16 @@ func TestStaticPolicyRestarts(t *testing.T) {
 			prof := cfg["profiles"].([]any)[0].(map[string]any)
 			prof["pluginConfig"].([]any)[0].(map[string]any)["args"].(map[string]any)["probation"] = "10s"
 		})
+	// start returns once kube-scheduler logs that it starts scheduling,
+	// which it does after the plugin's start-up: a fallback to the last
+	// good revision is loaded by then, and its time is the
+	// restart-to-serving time.
 	start := func(name string) *replica {
 		t.Helper()
+		began := time.Now()
 		r := startReplica(t, name, config)
 		waitFor(t, name+" scheduling", 60*time.Second, func() bool { r.running(); return strings.Contains(r.out.String(), "Starting Kubernetes Scheduler") })
+		t.Logf("%s: started in %v", name, time.Since(began))
 		return r
 	}
 	serving := func(key string) func(api.SchedulingPolicyStatus) bool {
