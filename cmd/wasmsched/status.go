@@ -56,10 +56,14 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 		sort.Slice(sps, func(i, j int) bool { return sps[i].Name < sps[j].Name })
-		if *output == "json" {
-			return printPoliciesJSON(stdout, sps)
+		sels, err := c.readSelections(ctx)
+		if err != nil {
+			return err
 		}
-		return printPolicies(stdout, sps, time.Now())
+		if *output == "json" {
+			return printPoliciesJSON(stdout, sps, sels)
+		}
+		return printPolicies(stdout, sps, sels, time.Now())
 	}
 	// No SchedulingPolicy: the schedulers' status ConfigMap (policies from
 	// static configuration).

@@ -106,6 +106,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 			return nil, err
 		}
 		pl.catalog = c
+		go publishSelection(runCtx, h, args)
 		return pl, nil
 	}
 	pl.status = newStatusWriter(h, args.Namespace, profileName(h))
