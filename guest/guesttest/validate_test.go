@@ -12,7 +12,7 @@ import (
 func TestCheckMetaAsAPIServer(t *testing.T) {
 	for _, tc := range []struct {
 		name, doc, want string
-		read           func(path string) error
+		read            func(path string) error
 	}{
 		{"label value with a colon", "kind: Node\napiVersion: v1\nmetadata:\n  name: n1\n  labels:\n    pool: \"a:b\"\n",
 			`Node "n1" would be refused by the API server: label pool value "a:b" must be empty, or at most 63 characters`, readNodesErr},
