@@ -340,18 +340,15 @@ func (p *pusher) apply(spec *api.SchedulingPolicySpec, digest string) {
 // describeRevision says where the settings and limits checked come from:
 // the flags, the existing SchedulingPolicy, or the defaults.
 func (p *pusher) describeRevision(exists bool) string {
-	settings := "no settings"
 	switch {
-	case p.settings != nil:
-		settings = "the settings of --settings"
+	case p.settings == nil && exists:
+		return "the settings and limits of schedulingpolicy " + p.name
 	case exists:
-		settings = "the settings of schedulingpolicy " + p.name
+		return "the settings of --settings and the limits of schedulingpolicy " + p.name
+	case p.settings != nil:
+		return "the settings of --settings and the default limits"
 	}
-	limits := "the default limits"
-	if exists {
-		limits = "the limits of schedulingpolicy " + p.name
-	}
-	return settings + " and " + limits
+	return "no settings and the default limits"
 }
 
 // checkContext refuses a module that reads kinds of cluster object the
