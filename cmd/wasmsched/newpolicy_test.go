@@ -203,6 +203,15 @@ func walkNewPolicy(t *testing.T, cp *controlplane.ControlPlane, pc *policyClient
 		}
 	}
 
+	// Pushed without the profile's label, as the author first did: the
+	// scheduler's published selection makes push --wait refuse at once,
+	// naming the label to add, and write nothing.
+	code, out, errs := runCLI("push", filepath.Join(dir, name+".wasm"), "--name", "stray", "--namespace", demo.PolicyNamespace,
+		"--context", "v1/namespaces", "--wait", "1m")
+	if code != 1 || !regexp.MustCompile(`^wasmsched push: no scheduler profile selects schedulingpolicy stray: profile default-scheduler \(replica [^)]+\) selects the labels wasmsched.io/profile=wasmsched; push it with --label wasmsched.io/profile=wasmsched, nothing written`).MatchString(errs) {
+		t.Fatalf("push --wait of a policy no profile selects: exit %d\n%s%s", code, out, errs)
+	}
+
 	var statuses []string
 	for i, st := range steps {
 		args := append([]string(nil), st.args...)

@@ -653,6 +653,19 @@ func TestPushContextAndSelection(t *testing.T) {
 		Data:       map[string]string{"sched-0.default-scheduler.json": string(report)}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// In a namespace without SchedulingPolicies, status says what the
+	// profiles select.
+	if _, err := pc.client.CoreV1().Namespaces().Create(context.Background(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "empty"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pc.client.CoreV1().ConfigMaps("empty").Create(context.Background(), &v1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: plugin.StatusConfigMap, Namespace: "empty"},
+		Data:       map[string]string{"sched-0.default-scheduler.json": string(report)}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out := pc.ok("status", "--namespace", "empty"); out != "no SchedulingPolicy in empty; profile default-scheduler (replica sched-0) selects the labels wasmsched.io/profile=wasmsched\n" {
+		t.Errorf("status of a namespace without SchedulingPolicies: %q", out)
+	}
 	unselected := "no scheduler profile selects schedulingpolicy reader: profile default-scheduler (replica sched-0) selects the labels wasmsched.io/profile=wasmsched; push it with --label wasmsched.io/profile=wasmsched"
 	before := pc.get("reader").Generation
 	pc.fails([]string{"push", probe, "--name", "reader", "--settings", `{"context":["v1/namespaces"],"showContext":true}`, "--wait", "10m"},

@@ -73,20 +73,32 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("no SchedulingPolicy in %s, and read %s/%s: %w", *namespace, *namespace, plugin.StatusConfigMap, err)
 	}
 	var reports []plugin.Status
+	var sels selections
 	keys := make([]string, 0, len(cm.Data))
 	for k := range cm.Data {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		var st plugin.Status
+		var st plugin.ProfileReport
 		if err := json.Unmarshal([]byte(cm.Data[k]), &st); err != nil {
 			return fmt.Errorf("%s/%s key %s: %w", *namespace, plugin.StatusConfigMap, k, err)
 		}
-		reports = append(reports, st)
+		if st.Selection != nil {
+			sels = append(sels, st)
+			continue
+		}
+		reports = append(reports, st.Status)
 	}
 	if *output == "json" {
 		return writeJSON(stdout, reports)
+	}
+	if len(reports) == 0 && len(sels) > 0 {
+		// Profiles that select SchedulingPolicies, and none to select.
+		for _, r := range sels {
+			fmt.Fprintf(stdout, "no SchedulingPolicy in %s; profile %s (replica %s) selects %s\n", *namespace, r.Profile, r.Replica, describeSelection(r.Selection))
+		}
+		return nil
 	}
 	return printStatus(stdout, reports, time.Now())
 }
