@@ -16,6 +16,13 @@ import (
 //
 // A newer version of the object replaces it in the instance; an Object a
 // policy holds keeps the version it had.
+//
+// A missing object is nil (Cycle.Object, the typed views' getters), and
+// every method of a nil Object, and of a nil typed view (Namespace,
+// PriorityClass, ResourceSlice, ResourceClaim, DeviceClass), answers as an
+// empty object would: "", false, 0, no labels, a Value that does not exist.
+// A policy may read a view without checking it first, and checks for nil
+// only where a missing object means something of its own.
 type Object struct {
 	kind Kind
 	msg  *abiv1.ContextObject
@@ -23,42 +30,60 @@ type Object struct {
 }
 
 // Kind returns the object's kind, as the policy declared it.
-func (o *Object) Kind() Kind { return o.kind }
+func (o *Object) Kind() Kind {
+	if o == nil {
+		return Kind{}
+	}
+	return o.kind
+}
 
 // Namespace returns the object's namespace, empty for cluster-scoped kinds.
-func (o *Object) Namespace() string { return o.msg.GetNamespace() }
+func (o *Object) Namespace() string { return o.message().GetNamespace() }
 
 // Name returns the object's name.
-func (o *Object) Name() string { return o.msg.GetName() }
+func (o *Object) Name() string { return o.message().GetName() }
 
 // UID returns the object's UID.
-func (o *Object) UID() string { return o.msg.GetUid() }
+func (o *Object) UID() string { return o.message().GetUid() }
 
 // ResourceVersion returns the object's resource version: it changes with
 // every change of the object, so a policy may keep what it computed from
 // one version.
-func (o *Object) ResourceVersion() string { return o.msg.GetResourceVersion() }
+func (o *Object) ResourceVersion() string { return o.message().GetResourceVersion() }
 
 // Label returns the value of a label and whether it is set.
-func (o *Object) Label(key string) (string, bool) { return Lookup(o.msg.GetLabels(), key) }
+func (o *Object) Label(key string) (string, bool) { return Lookup(o.message().GetLabels(), key) }
 
 // Labels returns the object's labels, sorted by key (for MatchSelector).
-func (o *Object) Labels() []*abiv1.KeyValue { return o.msg.GetLabels() }
+func (o *Object) Labels() []*abiv1.KeyValue { return o.message().GetLabels() }
 
 // JSON returns the whole object as JSON, as the host sent it: typed
 // built-in objects without apiVersion and kind, custom resources as they
 // are, metadata.managedFields left out. It is read-only.
-func (o *Object) JSON() []byte { return o.msg.GetJson() }
+func (o *Object) JSON() []byte { return o.message().GetJson() }
 
 // Get returns the value at path inside the object: Get("spec", "min",
 // "cpu"); Get() is the whole object. A missing member, a path through
 // something else than an object, or an object whose JSON is malformed gives
 // a Value whose Exists is false.
 func (o *Object) Get(path ...string) Value {
+	if o == nil {
+		return Value{}
+	}
 	if o.doc == nil {
 		o.doc = parseDocument(o.msg.GetJson())
 	}
 	return o.doc.root().Get(path...)
+}
+
+// message is the object's message; nil for a nil Object, whose getters
+// then answer zero values (a missing object reads as an empty one: see
+// Object).
+func (o *Object) message() *abiv1.ContextObject {
+	if o == nil {
+		return nil
+	}
+	return o.msg
 }
 
 // objectKey identifies an object within its kind.

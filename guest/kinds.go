@@ -5,7 +5,8 @@ import abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 // Typed views of the built-in kinds a policy may read. Each reads an
 // Object of its kind, which Object gives for fields without a method, and
 // is read-only like it. A view's kind must be one of the policy's
-// Policy.Context: reading another kind panics, naming it.
+// Policy.Context: reading another kind panics, naming it. A missing object
+// is a nil view, whose methods answer zero values, as a nil Object's do.
 
 // Namespace is a namespace (v1/namespaces, KindNamespace).
 type Namespace struct{ o *Object }
@@ -19,17 +20,17 @@ func (c *Cycle) Namespace(name string) *Namespace {
 }
 
 // Object returns the namespace as an Object, for fields without a method.
-func (n *Namespace) Object() *Object { return n.o }
+func (n *Namespace) Object() *Object { return n.obj() }
 
 // Name returns the namespace's name.
-func (n *Namespace) Name() string { return n.o.Name() }
+func (n *Namespace) Name() string { return n.obj().Name() }
 
 // Label returns the value of a label of the namespace and whether it is
 // set: tenants spanning namespaces are often namespace labels.
-func (n *Namespace) Label(key string) (string, bool) { return n.o.Label(key) }
+func (n *Namespace) Label(key string) (string, bool) { return n.obj().Label(key) }
 
 // Labels returns the namespace's labels, sorted by key.
-func (n *Namespace) Labels() []*abiv1.KeyValue { return n.o.Labels() }
+func (n *Namespace) Labels() []*abiv1.KeyValue { return n.obj().Labels() }
 
 // PriorityClass is a priority class (scheduling.k8s.io/v1/priorityclasses,
 // KindPriorityClass).
@@ -44,21 +45,21 @@ func (c *Cycle) PriorityClass(name string) *PriorityClass {
 }
 
 // Object returns the priority class as an Object.
-func (p *PriorityClass) Object() *Object { return p.o }
+func (p *PriorityClass) Object() *Object { return p.obj() }
 
 // Name returns the priority class's name.
-func (p *PriorityClass) Name() string { return p.o.Name() }
+func (p *PriorityClass) Name() string { return p.obj().Name() }
 
 // Value returns the priority of the pods of this class.
 func (p *PriorityClass) Value() int32 {
-	v, _ := p.o.Get("value").Int()
+	v, _ := p.obj().Get("value").Int()
 	return int32(v)
 }
 
 // GlobalDefault reports whether the class is the default of pods that
 // name none.
 func (p *PriorityClass) GlobalDefault() bool {
-	v, _ := p.o.Get("globalDefault").Bool()
+	v, _ := p.obj().Get("globalDefault").Bool()
 	return v
 }
 
@@ -66,7 +67,7 @@ func (p *PriorityClass) GlobalDefault() bool {
 // "PreemptLowerPriority" when the object does not say, as the API server
 // defaults it.
 func (p *PriorityClass) PreemptionPolicy() string {
-	if v, ok := p.o.Get("preemptionPolicy").String(); ok && v != "" {
+	if v, ok := p.obj().Get("preemptionPolicy").String(); ok && v != "" {
 		return v
 	}
 	return "PreemptLowerPriority"
@@ -88,10 +89,10 @@ func (c *Cycle) ResourceSlices() []*ResourceSlice {
 }
 
 // Object returns the resource slice as an Object.
-func (s *ResourceSlice) Object() *Object { return s.o }
+func (s *ResourceSlice) Object() *Object { return s.obj() }
 
 // Name returns the resource slice's name.
-func (s *ResourceSlice) Name() string { return s.o.Name() }
+func (s *ResourceSlice) Name() string { return s.obj().Name() }
 
 // Driver returns the name of the driver that publishes the slice
 // (spec.driver).
@@ -108,13 +109,13 @@ func (s *ResourceSlice) NodeName() string { return s.str("spec", "nodeName") }
 // AllNodes reports whether the slice's devices are reachable from every
 // node (spec.allNodes).
 func (s *ResourceSlice) AllNodes() bool {
-	v, _ := s.o.Get("spec", "allNodes").Bool()
+	v, _ := s.obj().Get("spec", "allNodes").Bool()
 	return v
 }
 
 // Devices returns the devices of the slice (spec.devices), in its order.
 func (s *ResourceSlice) Devices() []Device {
-	list := s.o.Get("spec", "devices")
+	list := s.obj().Get("spec", "devices")
 	out := make([]Device, 0, list.Len())
 	driver := s.Driver()
 	list.Each(func(_ string, d Value) bool {
@@ -125,7 +126,7 @@ func (s *ResourceSlice) Devices() []Device {
 }
 
 func (s *ResourceSlice) str(path ...string) string {
-	v, _ := s.o.Get(path...).String()
+	v, _ := s.obj().Get(path...).String()
 	return v
 }
 
@@ -200,18 +201,18 @@ func (c *Cycle) ResourceClaim(namespace, name string) *ResourceClaim {
 }
 
 // Object returns the resource claim as an Object.
-func (r *ResourceClaim) Object() *Object { return r.o }
+func (r *ResourceClaim) Object() *Object { return r.obj() }
 
 // Namespace returns the claim's namespace.
-func (r *ResourceClaim) Namespace() string { return r.o.Namespace() }
+func (r *ResourceClaim) Namespace() string { return r.obj().Namespace() }
 
 // Name returns the claim's name.
-func (r *ResourceClaim) Name() string { return r.o.Name() }
+func (r *ResourceClaim) Name() string { return r.obj().Name() }
 
 // Allocated reports whether devices are allocated to the claim
 // (status.allocation is set).
 func (r *ResourceClaim) Allocated() bool {
-	a := r.o.Get("status", "allocation")
+	a := r.obj().Get("status", "allocation")
 	return a.Exists() && !a.IsNull()
 }
 
@@ -228,7 +229,7 @@ type AllocatedDevice struct {
 // Devices returns the devices allocated to the claim, in the order of its
 // status; none when it is not allocated.
 func (r *ResourceClaim) Devices() []AllocatedDevice {
-	results := r.o.Get("status", "allocation", "devices", "results")
+	results := r.obj().Get("status", "allocation", "devices", "results")
 	out := make([]AllocatedDevice, 0, results.Len())
 	results.Each(func(_ string, d Value) bool {
 		s := func(f string) string {
@@ -243,7 +244,7 @@ func (r *ResourceClaim) Devices() []AllocatedDevice {
 
 // ReservedFor returns the number of consumers (pods) the claim is
 // reserved for (status.reservedFor).
-func (r *ResourceClaim) ReservedFor() int { return r.o.Get("status", "reservedFor").Len() }
+func (r *ResourceClaim) ReservedFor() int { return r.obj().Get("status", "reservedFor").Len() }
 
 // DeviceClass is a DRA device class (resource.k8s.io/v1/deviceclasses,
 // KindDeviceClass).
@@ -258,21 +259,66 @@ func (c *Cycle) DeviceClass(name string) *DeviceClass {
 }
 
 // Object returns the device class as an Object.
-func (d *DeviceClass) Object() *Object { return d.o }
+func (d *DeviceClass) Object() *Object { return d.obj() }
 
 // Name returns the device class's name.
-func (d *DeviceClass) Name() string { return d.o.Name() }
+func (d *DeviceClass) Name() string { return d.obj().Name() }
 
 // Selectors returns the CEL expressions of the class's selectors
 // (spec.selectors[].cel.expression), in order. The SDK does not evaluate
 // CEL.
 func (d *DeviceClass) Selectors() []string {
 	var out []string
-	d.o.Get("spec", "selectors").Each(func(_ string, s Value) bool {
+	d.obj().Get("spec", "selectors").Each(func(_ string, s Value) bool {
 		if e, ok := s.Get("cel", "expression").String(); ok {
 			out = append(out, e)
 		}
 		return true
 	})
 	return out
+}
+
+// obj is the Namespace's object; nil for a nil Namespace, whose methods then
+// answer zero values.
+func (n *Namespace) obj() *Object {
+	if n == nil {
+		return nil
+	}
+	return n.o
+}
+
+// obj is the PriorityClass's object; nil for a nil PriorityClass, whose methods then
+// answer zero values.
+func (p *PriorityClass) obj() *Object {
+	if p == nil {
+		return nil
+	}
+	return p.o
+}
+
+// obj is the ResourceSlice's object; nil for a nil ResourceSlice, whose methods then
+// answer zero values.
+func (s *ResourceSlice) obj() *Object {
+	if s == nil {
+		return nil
+	}
+	return s.o
+}
+
+// obj is the ResourceClaim's object; nil for a nil ResourceClaim, whose methods then
+// answer zero values.
+func (r *ResourceClaim) obj() *Object {
+	if r == nil {
+		return nil
+	}
+	return r.o
+}
+
+// obj is the DeviceClass's object; nil for a nil DeviceClass, whose methods then
+// answer zero values.
+func (d *DeviceClass) obj() *Object {
+	if d == nil {
+		return nil
+	}
+	return d.o
 }

@@ -186,6 +186,15 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 	if o.config == "" {
 		fmt.Fprintf(stdout, "  policies:         SchedulingPolicies in %s (wasmsched status --kubeconfig %s --namespace %s)\n", demo.PolicyNamespace, kubeconfig, demo.PolicyNamespace)
 	}
+	// How each profile selects its policies: a policy pushed with another
+	// label is never loaded.
+	profiles, err := demo.DescribeProfiles(cfg)
+	if err != nil {
+		return err
+	}
+	for _, p := range profiles {
+		fmt.Fprintf(stdout, "  %s\n", p)
+	}
 	if o.port != 0 {
 		fmt.Fprintf(stdout, "  metrics:          https://127.0.0.1:%d/metrics\n", o.port)
 	}

@@ -165,14 +165,20 @@ func readSettings(v string) (json.RawMessage, error) {
 
 // checkModule loads the module with its settings and limits through the
 // scheduler's own code (host/policy: compile, _initialize, the ABI check,
-// the policy's settings validation) and releases it. An error says what is
-// wrong, in the policy's words when its settings hook refused.
-func checkModule(ctx context.Context, name string, wasm []byte, rev api.Revision) error {
+// the policy's settings validation) and releases it. It returns the kinds
+// of cluster object the module declares it reads ("v1/namespaces"). An
+// error says what is wrong, in the policy's words when its settings hook
+// refused.
+func checkModule(ctx context.Context, name string, wasm []byte, rev api.Revision) ([]string, error) {
 	p, err := policy.Load(ctx, policy.Options{Name: name, Wasm: wasm, Settings: rev.Settings, Engine: engineConfig(rev), MaxInstances: 1})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return p.Close(ctx)
+	var kinds []string
+	for _, k := range p.ContextKinds() {
+		kinds = append(kinds, k.String())
+	}
+	return kinds, p.Close(ctx)
 }
 
 // parseInterleaved parses flags given before, between or after positional

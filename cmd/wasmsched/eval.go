@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/wasmsched/wasmsched/host/engine"
 	"github.com/wasmsched/wasmsched/host/eval"
@@ -166,6 +167,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer ev.Close(ctx)
+	warnMissingObjects(stderr, ev, in.Objects, *objectsPath != "")
 	rep, err := ev.Evaluate(ctx, in)
 	if err != nil {
 		return err
@@ -215,4 +217,28 @@ func printTable(w io.Writer, rep *eval.Report) error {
 	}
 	fmt.Fprintf(tw, "SELECTED\t%s\n", selected)
 	return tw.Flush()
+}
+
+// warnMissingObjects warns, on stderr, of each kind a policy declares it
+// reads of which --objects gives no object: the policy then sees none, as
+// in a cluster without any, which may not be what the run meant.
+func warnMissingObjects(w io.Writer, ev *eval.Evaluator, objects []*unstructured.Unstructured, given bool) {
+	have := map[string]bool{}
+	for _, u := range objects {
+		if k, err := eval.KindOf(u); err == nil {
+			have[k.String()] = true
+		}
+	}
+	for _, p := range ev.Policies() {
+		for _, k := range p.ContextKinds() {
+			if have[k.String()] {
+				continue
+			}
+			if given {
+				fmt.Fprintf(w, "wasmsched eval: warning: policy %s reads %s, and --objects holds none: it sees no such object\n", p.Name(), k)
+			} else {
+				fmt.Fprintf(w, "wasmsched eval: warning: policy %s reads %s, and no --objects is given: it sees no such object (--objects objects.yaml gives them)\n", p.Name(), k)
+			}
+		}
+	}
 }

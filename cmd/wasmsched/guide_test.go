@@ -54,3 +54,23 @@ func TestGuideScenarios(t *testing.T) {
 		t.Errorf("ran %d blocks with bin/wasmsched test, want 2", ran)
 	}
 }
+
+// The guide's list of eval flags names every flag that gives a run its
+// policies and inputs (the pod and nodes flags are in its example).
+func TestGuideEvalFlags(t *testing.T) {
+	guide, err := os.ReadFile(filepath.Join(testwasm.Root(t), "guest", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, list, ok := strings.Cut(string(guide), "Useful flags:\n")
+	list, _, _ = strings.Cut(list, "\n\n\n")
+	list, _, _ = strings.Cut(list, "\nA policy failure")
+	if !ok {
+		t.Fatal(`guest/README.md has no "Useful flags:" list`)
+	}
+	for _, flag := range []string{"--policy", "--config", "--weight", "--failure-policy", "--pods", "--objects", "-o json"} {
+		if !strings.Contains(list, "`"+flag) {
+			t.Errorf("the guide's list of eval flags lacks %s:\n%s", flag, list)
+		}
+	}
+}

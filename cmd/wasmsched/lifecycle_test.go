@@ -172,6 +172,10 @@ func TestREADMELifecycle(t *testing.T) {
 	if sp.Status.Serving == nil || sp.Status.Serving.Key != original.Key {
 		t.Fatalf("after the rollback %+v serves, want the original revision %s", sp.Status.Serving, original.Key)
 	}
+
+	// The same cluster serves the path of a new policy (a control plane
+	// and a scheduler started once for both).
+	walkNewPolicy(t, cp, pc)
 }
 
 func dynamicFor(cp *controlplane.ControlPlane) dynamic.Interface {

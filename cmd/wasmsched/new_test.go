@@ -57,6 +57,14 @@ func TestNewProject(t *testing.T) {
 		t.Fatalf("make test:\n%s", out)
 	}
 
+	// Without TinyGo, make tinygo says where it comes from.
+	cmd := exec.Command("make", "tinygo", "TINYGO=no-such-tinygo")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "make tinygo: no TinyGo at 'no-such-tinygo'. Install TinyGo") ||
+		!strings.Contains(string(out), "'make tinygo' in a wasmsched checkout puts it in .bin/tinygo") {
+		t.Errorf("make tinygo without TinyGo: %v\n%s", err, out)
+	}
+
 	mods := inProject(t, dir, nil, "go", "list", "-m", "all")
 	t.Logf("go list -m all:\n%s", mods)
 	root := testwasm.Root(t)

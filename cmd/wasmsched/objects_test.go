@@ -37,6 +37,20 @@ spec: {max: {cpu: "4"}}
 	if code != 0 || !strings.Contains(out, `"selected":"k8s-node1"`) {
 		t.Fatalf("exit %d: %s%s", code, out, errs)
 	}
+	if errs != "" {
+		t.Errorf("stderr with every kind given: %q", errs)
+	}
+	// A kind declared and not given: the run says so.
+	code, _, errs = runCLI("eval", "--policy", probe, "--config", cfg, "--pod", pod, "--nodes", nodes, "-o", "json")
+	if code != 0 || !strings.Contains(errs, "wasmsched eval: warning: policy test_guests_probe reads v1/namespaces, and no --objects is given: it sees no such object (--objects objects.yaml gives them)\n") ||
+		!strings.Contains(errs, "reads scheduling.x-k8s.io/v1alpha1/elasticquotas, and no --objects is given") {
+		t.Fatalf("eval without --objects: exit %d, stderr %q", code, errs)
+	}
+	onlyNS := write("ns.yaml", "apiVersion: v1\nkind: Namespace\nmetadata: {name: default}\n")
+	code, _, errs = runCLI("eval", "--policy", probe, "--config", cfg, "--pod", pod, "--nodes", nodes, "--objects", onlyNS, "-o", "json")
+	if code != 0 || errs != "wasmsched eval: warning: policy test_guests_probe reads scheduling.x-k8s.io/v1alpha1/elasticquotas, and --objects holds none: it sees no such object\n" {
+		t.Fatalf("eval with --objects lacking a kind: exit %d, stderr %q", code, errs)
+	}
 	bad := write("bad.yaml", "apiVersion: v1\nmetadata: {name: x}\n")
 	code, _, errs = runCLI("eval", "--policy", probe, "--config", cfg, "--pod", pod, "--nodes", nodes, "--objects", bad)
 	if code == 0 || !strings.Contains(errs, "bad.yaml: document 1 is an object without kind") {

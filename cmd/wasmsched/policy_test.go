@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
+	"github.com/wasmsched/wasmsched/host/lifecycle"
 	"github.com/wasmsched/wasmsched/host/source"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
@@ -484,10 +486,13 @@ func TestPolicyStatus(t *testing.T) {
 	// report, absent too.
 	pc.fails([]string{"status", "--namespace", "nowhere"}, "no SchedulingPolicy in nowhere, and read nowhere/wasmsched-status")
 
+	// A settings-only change: spec and serving share the module with the
+	// last good revision, and the table still tells the three apart.
 	r := revisionOf(zone, "")
 	old := revisionOf(zone, `{"maxSkew":9}`)
 	pc.setStatus("zone", func(sp *api.SchedulingPolicy) {
-		sp.Status.Serving, sp.Status.LastGood = &r, &r
+		sp.Status.Serving, sp.Status.LastGood = &r, &old
+		sp.Status.LoadedAt = &metav1.Time{Time: time.Now().Add(-5 * time.Second)}
 		sp.Status.Conditions = []metav1.Condition{
 			{Type: api.ConditionReady, Status: metav1.ConditionTrue, Reason: api.ReasonServing, LastTransitionTime: metav1.Now()},
 			{Type: api.ConditionRejected, Status: metav1.ConditionTrue, Reason: api.ReasonLoadFailed, Message: "policy zone: settings:\nbad", LastTransitionTime: metav1.Now()},
@@ -497,21 +502,39 @@ func TestPolicyStatus(t *testing.T) {
 			{Name: "sched-1", Profile: "wasm", Key: old.Key, SHA256: old.Module.SHA256, Ready: false, Message: "loading", Heartbeat: metav1.Now()},
 		}
 	})
+	// A profile that selects by a label zone does not carry, as the
+	// scheduler publishes it (host/plugin/selection.go).
+	report, _ := json.Marshal(lifecycle.ProfileReport{Status: lifecycle.Status{Replica: "sched-0", Profile: "wasmsched", Updated: time.Now()},
+		Selection: &lifecycle.PolicySelection{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"wasmsched.io/profile": "wasmsched"}}}})
+	if _, err := pc.client.CoreV1().ConfigMaps(defaultNamespace).Create(context.Background(), &v1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: lifecycle.StatusConfigMap, Namespace: defaultNamespace},
+		Data:       map[string]string{"sched-0.wasmsched.json": string(report)}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	out := pc.ok("status")
 	d := source.Digest(zone)[:12]
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	if len(lines) != 4 {
+	want := []string{
+		`^NAME +MODE +SPEC +SERVING +SINCE +LAST GOOD +READY +REASON +AGE$`,
+		`^zone +Enforce +` + r.Key + ` +` + r.Key + ` +5s +` + old.Key + ` +True +Serving +\d+s$`,
+		`^  spec, serving ` + r.Key + `: module ` + d + `, settings none$`,
+		`^  last good ` + old.Key + `: module ` + d + `, settings \{"maxSkew":9\}$`,
+		`^  rejected: LoadFailed: policy zone: settings: bad$`,
+		`^  replica sched-1 \(profile wasm\): serving ` + old.Key + `, not ready: loading$`,
+		`^  no scheduler profile selects schedulingpolicy zone: profile wasmsched \(replica sched-0\) selects the labels wasmsched.io/profile=wasmsched; push it with --label wasmsched.io/profile=wasmsched$`,
+	}
+	if len(lines) != len(want) {
 		t.Fatalf("status:\n%s", out)
 	}
-	for i, re := range []string{
-		`^NAME +MODE +SERVING +SPEC +LAST GOOD +READY +REASON +AGE$`,
-		`^zone +Enforce +` + d + ` +` + d + ` +` + d + ` +True +Serving +\d+s$`,
-		`^  rejected: LoadFailed: policy zone: settings: bad$`,
-		`^  replica sched-1 \(profile wasm\): serving ` + d + `, not ready: loading$`,
-	} {
+	for i, re := range want {
 		if !regexp.MustCompile(re).MatchString(lines[i]) {
 			t.Errorf("line %d %q does not match %s", i, lines[i], re)
 		}
+	}
+	// Labelled for the profile, the policy is selected: no such line.
+	pc.ok("push", zonePath, "--name", "zone", "--label", "wasmsched.io/profile=wasmsched")
+	if out := pc.ok("status"); strings.Contains(out, "no scheduler profile") {
+		t.Errorf("status of a selected policy:\n%s", out)
 	}
 
 	var got []struct {
@@ -588,4 +611,74 @@ func TestDiff(t *testing.T) {
 	}
 	// A new version that does not load is an error.
 	pc.fails([]string{"diff", "zone", zonePath, "--settings", `{"maxSkew": 0}`}, `"maxSkew" must be at least 1`)
+}
+
+// push sets the kinds a policy may read (--context) and refuses a module
+// reading a kind that would not be allowed, naming the flag; it tells when
+// no scheduler profile selects the policy, and with --wait refuses to
+// wait for it.
+func TestPushContextAndSelection(t *testing.T) {
+	pc := policyEnv(t)
+	probe := testwasm.Path(t, "test/guests/probe")
+	reads := `{"context":["v1/namespaces"]}`
+
+	pc.fails([]string{"push", probe, "--name", "reader", "--settings", reads},
+		"reads v1/namespaces, which schedulingpolicy reader would not allow (a new policy's spec.context, empty without --context, allows none): push it with --context v1/namespaces, nothing written")
+	if _, err := pc.dyn.Resource(api.GVR).Namespace(defaultNamespace).Get(context.Background(), "reader", metav1.GetOptions{}); err == nil {
+		t.Fatal("a refused push created the SchedulingPolicy")
+	}
+	if code, _, errs := pc.cli("push", probe, "--name", "reader", "--context", "v1/secrets"); code == 0 || !strings.Contains(errs, "v1/secrets: secrets are never readable by policies") {
+		t.Fatalf("push --context v1/secrets: exit %d, stderr %q", code, errs)
+	}
+	pc.ok("push", probe, "--name", "reader", "--settings", reads, "--context", "v1/namespaces")
+	if sp := pc.get("reader"); !slices.Equal(sp.Spec.Context, []string{"v1/namespaces"}) {
+		t.Fatalf("spec.context %v, want [v1/namespaces]", sp.Spec.Context)
+	}
+	// The allow-list is kept by later pushes, and --context '' empties it:
+	// refused while the module reads the kind.
+	pc.ok("push", probe, "--name", "reader")
+	pc.fails([]string{"push", probe, "--name", "reader", "--context", ""},
+		"reads v1/namespaces, which schedulingpolicy reader would not allow (--context allows none)")
+
+	// Settings refused: the message says where they came from.
+	zonePath := testwasm.Path(t, "examples/zone")
+	pc.fails([]string{"push", zonePath, "--name", "zone", "--settings", `{"maxSkew":0}`},
+		"does not load with the settings of --settings and the default limits, nothing written")
+
+	// A profile selecting by label, as the scheduler publishes it.
+	report, _ := json.Marshal(lifecycle.ProfileReport{Status: lifecycle.Status{Replica: "sched-0", Profile: "default-scheduler", Updated: time.Now()},
+		Selection: &lifecycle.PolicySelection{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"wasmsched.io/profile": "wasmsched"}}}})
+	if _, err := pc.client.CoreV1().ConfigMaps(defaultNamespace).Create(context.Background(), &v1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: lifecycle.StatusConfigMap, Namespace: defaultNamespace},
+		Data:       map[string]string{"sched-0.default-scheduler.json": string(report)}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// In a namespace without SchedulingPolicies, status says what the
+	// profiles select.
+	if _, err := pc.client.CoreV1().Namespaces().Create(context.Background(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "empty"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pc.client.CoreV1().ConfigMaps("empty").Create(context.Background(), &v1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: lifecycle.StatusConfigMap, Namespace: "empty"},
+		Data:       map[string]string{"sched-0.default-scheduler.json": string(report)}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out := pc.ok("status", "--namespace", "empty"); out != "no SchedulingPolicy in empty; profile default-scheduler (replica sched-0) selects the labels wasmsched.io/profile=wasmsched\n" {
+		t.Errorf("status of a namespace without SchedulingPolicies: %q", out)
+	}
+	unselected := "no scheduler profile selects schedulingpolicy reader: profile default-scheduler (replica sched-0) selects the labels wasmsched.io/profile=wasmsched; push it with --label wasmsched.io/profile=wasmsched"
+	before := pc.get("reader").Generation
+	pc.fails([]string{"push", probe, "--name", "reader", "--settings", `{"context":["v1/namespaces"],"showContext":true}`, "--wait", "10m"},
+		unselected+", nothing written")
+	if g := pc.get("reader").Generation; g != before {
+		t.Fatalf("push --wait of an unselected policy wrote it (generation %d -> %d)", before, g)
+	}
+	code, _, errs := pc.cli("push", probe, "--name", "reader")
+	if code != 0 || errs != "warning: "+unselected+"\n" {
+		t.Fatalf("push of an unselected policy: exit %d, stderr %q", code, errs)
+	}
+	code, _, errs = pc.cli("push", probe, "--name", "reader", "--label", "wasmsched.io/profile=wasmsched")
+	if code != 0 || errs != "" {
+		t.Fatalf("push of a selected policy: exit %d, stderr %q", code, errs)
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,19 +13,22 @@ import (
 	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
 )
 
-// printPolicies prints SchedulingPolicies as a table: a line per policy,
-// then, indented under it, the Rejected message when the spec's revision
-// was refused and a line per replica whose view differs from the policy's
-// (not ready, or serving another revision).
-func printPolicies(w io.Writer, sps []*api.SchedulingPolicy, now time.Time) error {
+// printPolicies prints SchedulingPolicies as a table: a line per policy
+// naming its revisions (module, settings and limits: api.Revision) by key,
+// the one serving and since when, and the last good one; then, indented
+// under it, what each of those revisions holds, the Rejected message when
+// the spec's revision was refused, a line per replica whose view differs
+// from the policy's (not ready, or serving another revision), and why no
+// scheduler profile selects it when none does.
+func printPolicies(w io.Writer, sps []*api.SchedulingPolicy, sels selections, now time.Time) error {
 	// The detail lines sit between the rows, so tabwriter (which aligns
 	// runs of lines) cannot align the rows across them: columns are sized
 	// here, over every row.
-	rows := [][]string{{"NAME", "MODE", "SERVING", "SPEC", "LAST GOOD", "READY", "REASON", "AGE"}}
+	rows := [][]string{{"NAME", "MODE", "SPEC", "SERVING", "SINCE", "LAST GOOD", "READY", "REASON", "AGE"}}
 	details := [][]string{nil}
 	for _, sp := range sps {
 		rows = append(rows, policyRow(sp, now))
-		details = append(details, policyDetails(sp))
+		details = append(details, policyDetails(sp, sels))
 	}
 	widths := make([]int, len(rows[0]))
 	for _, r := range rows {
@@ -50,15 +54,18 @@ func printPolicies(w io.Writer, sps []*api.SchedulingPolicy, now time.Time) erro
 	return err
 }
 
-// policyRow is a policy's line of the table.
+// policyRow is a policy's line of the table: revisions by key.
 func policyRow(sp *api.SchedulingPolicy, now time.Time) []string {
 	st := &sp.Status
-	serving, lastGood := "-", "-"
+	serving, since, lastGood := "-", "-", "-"
 	if st.Serving != nil {
-		serving = api.ShortDigest(st.Serving.Module.SHA256)
+		serving = st.Serving.Key
+		if st.LoadedAt != nil {
+			since = duration.HumanDuration(now.Sub(st.LoadedAt.Time))
+		}
 	}
 	if st.LastGood != nil {
-		lastGood = api.ShortDigest(st.LastGood.Module.SHA256)
+		lastGood = st.LastGood.Key
 	}
 	ready, reason := "Unknown", "-"
 	if c := findCondition(st.Conditions, api.ConditionReady); c != nil {
@@ -72,14 +79,34 @@ func policyRow(sp *api.SchedulingPolicy, now time.Time) []string {
 	if !sp.CreationTimestamp.IsZero() {
 		age = duration.HumanDuration(now.Sub(sp.CreationTimestamp.Time))
 	}
-	return []string{sp.Name, mode, serving, api.ShortDigest(sp.Spec.Module.SHA256), lastGood, ready, reason, age}
+	return []string{sp.Name, mode, api.RevisionOf(&sp.Spec).Key, serving, since, lastGood, ready, reason, age}
 }
 
-// policyDetails are the lines under a policy's row: the Rejected message,
-// and the replicas whose view differs from the policy's.
-func policyDetails(sp *api.SchedulingPolicy) []string {
+// policyDetails are the lines under a policy's row: what its revisions
+// hold, the Rejected message, the replicas whose view differs from the
+// policy's, and why no profile selects it.
+func policyDetails(sp *api.SchedulingPolicy, sels selections) []string {
 	st := &sp.Status
 	var out []string
+	spec := api.RevisionOf(&sp.Spec)
+	revs := []struct {
+		role string
+		rev  *api.Revision
+	}{{"spec", &spec}, {"serving", st.Serving}, {"last good", st.LastGood}}
+	var seen []string
+	for i, r := range revs {
+		if r.rev == nil || slices.Contains(seen, r.rev.Key) {
+			continue
+		}
+		seen = append(seen, r.rev.Key)
+		roles := []string{r.role}
+		for _, o := range revs[i+1:] {
+			if o.rev != nil && o.rev.Key == r.rev.Key {
+				roles = append(roles, o.role)
+			}
+		}
+		out = append(out, fmt.Sprintf("%s %s: %s", strings.Join(roles, ", "), r.rev.Key, describeRevision(r.rev)))
+	}
 	if c := findCondition(st.Conditions, api.ConditionRejected); c != nil && c.Status == metav1.ConditionTrue {
 		out = append(out, fmt.Sprintf("rejected: %s: %s", c.Reason, oneLineMsg(c.Message)))
 	}
@@ -95,27 +122,71 @@ func policyDetails(sp *api.SchedulingPolicy) []string {
 		if !r.Ready {
 			state = "not ready"
 		}
-		line := fmt.Sprintf("replica %s: serving %s, %s", name, api.ShortDigest(r.SHA256), state)
+		serving := "(none)"
+		if r.Key != "" {
+			serving = r.Key
+		}
+		line := fmt.Sprintf("replica %s: serving %s, %s", name, serving, state)
 		if r.Message != "" {
 			line += ": " + oneLineMsg(r.Message)
 		}
 		out = append(out, line)
 	}
+	if why := sels.notSelected(sp.Name, sp.Labels); why != "" {
+		out = append(out, why)
+	}
 	return out
+}
+
+// maxSettingsShown is how much of a revision's settings a status line
+// shows (status -o json has them whole).
+const maxSettingsShown = 80
+
+// describeRevision is what a revision loads: module digest, settings,
+// context and the limits set.
+func describeRevision(r *api.Revision) string {
+	parts := []string{"module " + api.ShortDigest(r.Module.SHA256)}
+	settings := "settings none"
+	if len(r.Settings) > 0 {
+		s := oneLineMsg(string(r.Settings))
+		if len(s) > maxSettingsShown {
+			s = s[:maxSettingsShown-3] + "..."
+		}
+		settings = "settings " + s
+	}
+	parts = append(parts, settings)
+	if len(r.Context) > 0 {
+		parts = append(parts, "context "+strings.Join(r.Context, ","))
+	}
+	if r.Timeout != nil {
+		parts = append(parts, "timeout "+r.Timeout.Duration.String())
+	}
+	if r.MemoryLimit != nil {
+		parts = append(parts, "memoryLimit "+r.MemoryLimit.String())
+	}
+	if r.MaxInstances > 0 {
+		parts = append(parts, fmt.Sprintf("maxInstances %d", r.MaxInstances))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // policyReport is one policy in status -o json.
 type policyReport struct {
-	Name      string                     `json:"name"`
-	Namespace string                     `json:"namespace"`
-	Spec      api.Module                 `json:"specModule"`
-	Status    api.SchedulingPolicyStatus `json:"status"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	// SpecRevision is the key of the revision the spec names.
+	SpecRevision string                     `json:"specRevision"`
+	Spec         api.Module                 `json:"specModule"`
+	Status       api.SchedulingPolicyStatus `json:"status"`
+	// NotSelected says why no scheduler profile selects the policy.
+	NotSelected string `json:"notSelected,omitempty"`
 }
 
-func printPoliciesJSON(w io.Writer, sps []*api.SchedulingPolicy) error {
+func printPoliciesJSON(w io.Writer, sps []*api.SchedulingPolicy, sels selections) error {
 	out := make([]policyReport, len(sps))
 	for i, sp := range sps {
-		out[i] = policyReport{Name: sp.Name, Namespace: sp.Namespace, Spec: sp.Spec.Module, Status: sp.Status}
+		out[i] = policyReport{Name: sp.Name, Namespace: sp.Namespace, SpecRevision: api.RevisionOf(&sp.Spec).Key, Spec: sp.Spec.Module,
+			Status: sp.Status, NotSelected: sels.notSelected(sp.Name, sp.Labels)}
 	}
 	return writeJSON(w, out)
 }

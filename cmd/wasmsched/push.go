@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,18 +22,28 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
+	"github.com/wasmsched/wasmsched/host/clusterctx"
 	"github.com/wasmsched/wasmsched/host/source"
 )
 
 const pushUsage = `Usage:
-  wasmsched push P.wasm --name N [--namespace NS] [--settings JSON|@FILE] [--label KEY=VALUE]... [--keep K] [--wait DURATION] [--force] [--kubeconfig PATH]
+  wasmsched push P.wasm --name N [--namespace NS] [--settings JSON|@FILE] [--context KIND]... [--label KEY=VALUE]... [--keep K] [--wait DURATION] [--force] [--kubeconfig PATH]
   wasmsched push --configmaps P.wasm [--name N] [--namespace NS] [--settings JSON|@FILE] [--kubeconfig PATH]
 
 Checks the module first, with its settings (--settings, else the
 SchedulingPolicy's) and the SchedulingPolicy's limits, through the code the
 scheduler loads it with (compile, _initialize, ABI, the policy's settings
-validation); a module or settings that would not load are refused and
-nothing is written.
+validation), and the kinds of cluster object the module reads against
+those the SchedulingPolicy allows (--context, else its spec.context); a
+module or settings that would not load, or a module reading a kind that is
+not allowed, are refused and nothing is written.
+
+A scheduler profile runs the SchedulingPolicies its configuration selects,
+by name or by label (the demo's and manifests/config.yaml's:
+wasmsched.io/profile=wasmsched).
+Profiles publish their selection in the wasmsched-status ConfigMap; push
+warns when none selects the policy, and with --wait refuses it, nothing
+written, rather than wait for a revision no scheduler will load.
 
 Then writes the module as immutable content-addressed chunk ConfigMaps
 (wasm-<40 digits of its sha256>-<i>), creates the SchedulingPolicy N or
@@ -70,7 +81,9 @@ func runPush(args []string, stdout, stderr io.Writer) error {
 	wait := fs.Duration("wait", 0, "wait this long for the scheduler to serve the new revision (0: do not wait)")
 	force := fs.Bool("force", false, "push a quarantined revision, clearing its quarantine")
 	var labelFlags labelList
-	fs.Var(&labelFlags, "label", "KEY=VALUE: label the SchedulingPolicy (repeatable), e.g. wasmsched.io/profile=wasmsched for a profile that selects by label")
+	fs.Var(&labelFlags, "label", "KEY=VALUE: label the SchedulingPolicy (repeatable), e.g. wasmsched.io/profile=wasmsched, the label the demo's and manifests/config.yaml's profiles select")
+	var contextFlags kindList
+	fs.Var(&contextFlags, "context", "KIND: a kind of cluster object the policy may read, as group/version/resource (repeatable; replaces spec.context), e.g. v1/namespaces")
 	configMaps := fs.Bool("configmaps", false, "write fixed-name chunks N-i for source: {configMap: N} instead of a SchedulingPolicy")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long (not counting --wait)")
@@ -111,15 +124,19 @@ func runPush(args []string, stdout, stderr io.Writer) error {
 		if *force || *wait != 0 {
 			return errors.New("--force and --wait apply to SchedulingPolicies, not to --configmaps")
 		}
+		if len(labelFlags) > 0 || contextFlags.set {
+			return errors.New("--label and --context apply to SchedulingPolicies, not to --configmaps (a static configuration's context is the plugin's policies[].context)")
+		}
 		return pushLegacy(ctx, c, *name, path, module, settings, stdout)
 	}
-	if *configMaps && len(labelFlags) > 0 {
-		return errors.New("--label applies to SchedulingPolicies, not to --configmaps")
-	}
-	p := &pusher{cluster: c, name: *name, path: path, module: module, settings: settings, keep: *keep, force: *force, out: stdout, labels: labelFlags}
+	p := &pusher{cluster: c, name: *name, path: path, module: module, settings: settings, keep: *keep, force: *force, out: stdout,
+		labels: labelFlags, context: contextFlags, waiting: *wait > 0}
 	key, gen, err := p.push(ctx)
 	if err != nil {
 		return err
+	}
+	if p.unselected != "" {
+		fmt.Fprintf(stderr, "warning: %s\n", p.unselected)
 	}
 	if *wait > 0 {
 		return c.waitServing(context.Background(), *name, key, gen, *wait, stdout)
@@ -130,7 +147,7 @@ func runPush(args []string, stdout, stderr io.Writer) error {
 // pushLegacy is push --configmaps: the fixed-name chunks of a static
 // configuration, after the same check of the module.
 func pushLegacy(ctx context.Context, c *cluster, name, path string, module []byte, settings json.RawMessage, out io.Writer) error {
-	if err := checkModule(ctx, name, module, api.Revision{Settings: settings}); err != nil {
+	if _, err := checkModule(ctx, name, module, api.Revision{Settings: settings}); err != nil {
 		return fmt.Errorf("%s does not load, nothing written: %w", path, err)
 	}
 	cms, err := source.Pack(name, c.namespace, module)
@@ -156,6 +173,39 @@ type pusher struct {
 	out        io.Writer
 	// labels are added to the SchedulingPolicy's (--label).
 	labels labelList
+	// context replaces spec.context when set (--context).
+	context kindList
+	// waiting: push --wait; a policy no profile selects is then refused.
+	waiting bool
+	// unselected says why no scheduler profile selects the policy pushed
+	// ("" when one does, or when no profile publishes its selection).
+	unselected string
+}
+
+// kindList is the repeatable --context KIND flag.
+type kindList struct {
+	kinds []string
+	set   bool
+}
+
+func (l *kindList) String() string { return strings.Join(l.kinds, ",") }
+
+func (l *kindList) Set(v string) error {
+	l.set = true
+	if v == "" {
+		return nil // --context '': allow none
+	}
+	k, err := clusterctx.ParseKind(v)
+	if err != nil {
+		return err
+	}
+	if err := clusterctx.Forbidden(k); err != nil {
+		return err
+	}
+	if !slices.Contains(l.kinds, k.String()) {
+		l.kinds = append(l.kinds, k.String())
+	}
+	return nil
 }
 
 // labelList is the repeatable --label KEY=VALUE flag.
@@ -218,8 +268,25 @@ func (p *pusher) push(ctx context.Context) (string, int64, error) {
 	p.apply(&spec, digest)
 	rev := api.RevisionOf(&spec)
 
-	if err := checkModule(ctx, p.name, p.module, rev); err != nil {
-		return "", 0, fmt.Errorf("%s does not load with the settings and limits of schedulingpolicy %s, nothing written: %w", p.path, p.name, err)
+	kinds, err := checkModule(ctx, p.name, p.module, rev)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s does not load with %s, nothing written: %w", p.path, p.describeRevision(cur != nil), err)
+	}
+	if err := p.checkContext(kinds, spec.Context, cur != nil); err != nil {
+		return "", 0, err
+	}
+	labels := map[string]string{}
+	if cur != nil {
+		maps.Copy(labels, cur.Labels)
+	}
+	maps.Copy(labels, p.labels)
+	sels, err := p.readSelections(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	p.unselected = sels.notSelected(p.name, labels)
+	if p.unselected != "" && p.waiting {
+		return "", 0, fmt.Errorf("%s, nothing written (--wait would wait for a revision no scheduler loads)", p.unselected)
 	}
 	if cur != nil && !p.force {
 		if q := quarantined(cur, rev.Key); q != nil {
@@ -259,12 +326,68 @@ func (p *pusher) push(ctx context.Context) (string, int64, error) {
 }
 
 // apply points spec at the pushed module (in chunks: no url or file) and
-// sets the settings given.
+// sets the settings and context given.
 func (p *pusher) apply(spec *api.SchedulingPolicySpec, digest string) {
 	spec.Module = api.Module{SHA256: digest}
 	if p.settings != nil {
 		spec.Settings = p.settings
 	}
+	if p.context.set {
+		spec.Context = slices.Clone(p.context.kinds)
+	}
+}
+
+// describeRevision says where the settings and limits checked come from:
+// the flags, the existing SchedulingPolicy, or the defaults.
+func (p *pusher) describeRevision(exists bool) string {
+	switch {
+	case p.settings == nil && exists:
+		return "the settings and limits of schedulingpolicy " + p.name
+	case exists:
+		return "the settings of --settings and the limits of schedulingpolicy " + p.name
+	case p.settings != nil:
+		return "the settings of --settings and the default limits"
+	}
+	return "no settings and the default limits"
+}
+
+// checkContext refuses a module that reads kinds of cluster object the
+// policy will not allow: the scheduler would refuse it at load.
+func (p *pusher) checkContext(kinds, allowed []string, exists bool) error {
+	var missing []string
+	for _, k := range kinds {
+		if kind, err := clusterctx.ParseKind(k); err == nil {
+			if err := clusterctx.Forbidden(kind); err != nil {
+				return fmt.Errorf("%s reads %w, nothing written", p.path, err)
+			}
+		}
+		if !slices.Contains(allowed, k) {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	from := "--context"
+	if !p.context.set {
+		from = "its spec.context"
+		if !exists {
+			from = "a new policy's spec.context, empty without --context,"
+		}
+	}
+	flags := make([]string, 0, len(kinds))
+	for _, k := range kinds {
+		flags = append(flags, "--context "+k)
+	}
+	return fmt.Errorf("%s reads %s, which schedulingpolicy %s would not allow (%s allows %s): push it with %s, nothing written",
+		p.path, strings.Join(missing, ", "), p.name, from, orNone(allowed), strings.Join(flags, " "))
+}
+
+func orNone(l []string) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	return strings.Join(l, ", ")
 }
 
 // writeChunks creates the module's chunks. A chunk that exists already is

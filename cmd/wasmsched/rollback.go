@@ -86,7 +86,7 @@ func runRollback(args []string, stdout, stderr io.Writer) error {
 		}
 		if strings.HasPrefix(what, "module ") {
 			// Never proven with these settings: check it loads with them.
-			if err := checkModule(ctx, name, v.Module, target); err != nil {
+			if _, err := checkModule(ctx, name, v.Module, target); err != nil {
 				return fmt.Errorf("module %s does not load with the settings and limits of schedulingpolicy %s, nothing written: %w", target.Module.SHA256, name, err)
 			}
 		}
@@ -98,6 +98,7 @@ func runRollback(args []string, stdout, stderr io.Writer) error {
 		sp.Spec.Timeout = target.Timeout
 		sp.Spec.MemoryLimit = target.MemoryLimit
 		sp.Spec.MaxInstances = target.MaxInstances
+		sp.Spec.Context = target.Context
 		return api.RevisionOf(&sp.Spec).Key != before, nil
 	})
 	if err != nil {
@@ -127,7 +128,7 @@ func rollbackTarget(ctx context.Context, c *cluster, sp *api.SchedulingPolicy, p
 	current := api.RevisionOf(&sp.Spec).Key
 	st := &sp.Status
 	entry := func(r api.Revision, label string) (api.Revision, string, error) {
-		spec := api.SchedulingPolicySpec{Module: r.Module, Settings: r.Settings, Timeout: r.Timeout, MemoryLimit: r.MemoryLimit, MaxInstances: r.MaxInstances}
+		spec := api.SchedulingPolicySpec{Module: r.Module, Settings: r.Settings, Timeout: r.Timeout, MemoryLimit: r.MemoryLimit, MaxInstances: r.MaxInstances, Context: r.Context}
 		rev := api.RevisionOf(&spec)
 		return rev, fmt.Sprintf("%s (%s)", rev.Short(), label), nil
 	}

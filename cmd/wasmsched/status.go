@@ -12,11 +12,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/wasmsched/wasmsched/host/lifecycle"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
+	"github.com/wasmsched/wasmsched/host/lifecycle"
 )
 
 // runStatus prints the SchedulingPolicies of the namespace and what the
@@ -57,10 +56,14 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 		sort.Slice(sps, func(i, j int) bool { return sps[i].Name < sps[j].Name })
-		if *output == "json" {
-			return printPoliciesJSON(stdout, sps)
+		sels, err := c.readSelections(ctx)
+		if err != nil {
+			return err
 		}
-		return printPolicies(stdout, sps, time.Now())
+		if *output == "json" {
+			return printPoliciesJSON(stdout, sps, sels)
+		}
+		return printPolicies(stdout, sps, sels, time.Now())
 	}
 	// No SchedulingPolicy: the schedulers' status ConfigMap (policies from
 	// static configuration).
@@ -70,20 +73,32 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("no SchedulingPolicy in %s, and read %s/%s: %w", *namespace, *namespace, lifecycle.StatusConfigMap, err)
 	}
 	var reports []lifecycle.Status
+	var sels selections
 	keys := make([]string, 0, len(cm.Data))
 	for k := range cm.Data {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		var st lifecycle.Status
+		var st lifecycle.ProfileReport
 		if err := json.Unmarshal([]byte(cm.Data[k]), &st); err != nil {
 			return fmt.Errorf("%s/%s key %s: %w", *namespace, lifecycle.StatusConfigMap, k, err)
 		}
-		reports = append(reports, st)
+		if st.Selection != nil {
+			sels = append(sels, st)
+			continue
+		}
+		reports = append(reports, st.Status)
 	}
 	if *output == "json" {
 		return writeJSON(stdout, reports)
+	}
+	if len(reports) == 0 && len(sels) > 0 {
+		// Profiles that select SchedulingPolicies, and none to select.
+		for _, r := range sels {
+			fmt.Fprintf(stdout, "no SchedulingPolicy in %s; profile %s (replica %s) selects %s\n", *namespace, r.Profile, r.Replica, describeSelection(r.Selection))
+		}
+		return nil
 	}
 	return printStatus(stdout, reports, time.Now())
 }

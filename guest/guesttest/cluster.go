@@ -241,6 +241,16 @@ func (c *ClusterWrapper) addObject(where string, m map[string]any) error {
 			labels[k] = s
 		}
 	}
+	annotations := map[string]string{}
+	if as, ok := md["annotations"].(map[string]any); ok {
+		for k, v := range as {
+			s, _ := v.(string)
+			annotations[k] = s
+		}
+	}
+	if err := checkMeta(kindName, str("name"), str("namespace"), labels, annotations); err != nil {
+		return fmt.Errorf("%s: %v", where, err)
+	}
 	c.objects = append(c.objects, clusterObject{kind: kind, msg: &abiv1.ContextObject{
 		Namespace: str("namespace"), Name: str("name"), Uid: str("uid"), ResourceVersion: str("resourceVersion"),
 		Labels: KeyValues(labels), Json: js,

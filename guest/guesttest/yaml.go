@@ -265,6 +265,9 @@ func podMessage(o *kubeObject) (*abiv1.Pod, error) {
 	if md.Name == "" {
 		return nil, errors.New("pod has no metadata.name")
 	}
+	if err := checkMeta("Pod", md.Name, md.Namespace, md.Labels, md.Annotations); err != nil {
+		return nil, err
+	}
 	var spec podSpec
 	var status podStatus
 	if err := unmarshal(o.Spec, &spec); err != nil {
@@ -421,6 +424,9 @@ func nodeMessage(o *kubeObject) (*abiv1.NodeInfo, error) {
 	md := &o.Metadata
 	if md.Name == "" {
 		return nil, errors.New("node has no metadata.name")
+	}
+	if err := checkMeta("Node", md.Name, "", md.Labels, md.Annotations); err != nil {
+		return nil, err
 	}
 	var spec nodeSpec
 	var status nodeStatus

@@ -11,7 +11,10 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	corev1defaults "k8s.io/kubernetes/pkg/apis/core/v1"
 	"sigs.k8s.io/yaml"
@@ -41,6 +44,9 @@ func ParseNodes(path string, data []byte) ([]*v1.Node, error) {
 		}
 		if n.Name == "" {
 			return nil, fmt.Errorf("%s: %s: node has no metadata.name", path, d.where)
+		}
+		if err := validateMeta(path, d.where, "Node", &n.ObjectMeta, false); err != nil {
+			return nil, err
 		}
 		corev1defaults.SetObjectDefaults_Node(n)
 		out = append(out, n)
@@ -80,6 +86,9 @@ func ParsePods(path string, data []byte) ([]*v1.Pod, error) {
 		}
 		if p.UID == "" {
 			p.UID = types.UID("uid-" + p.Namespace + "-" + p.Name)
+		}
+		if err := validateMeta(path, d.where, "Pod", &p.ObjectMeta, true); err != nil {
+			return nil, err
 		}
 		corev1defaults.SetObjectDefaults_Pod(p)
 		out = append(out, p)
@@ -175,6 +184,29 @@ func checkKind(path, where string, raw []byte, kind string) (object, error) {
 		return object{}, fmt.Errorf("%s: %s is %s, want %s", path, where, got, kind)
 	}
 	return object{where: where, raw: raw}, nil
+}
+
+// validateMeta checks an object's metadata as the API server does when the
+// object is created (apimachinery's ValidateObjectMeta: name, namespace,
+// labels, annotations, owner references, finalizers), so that an offline
+// run never passes on an object that could not exist in a cluster (a label
+// value with a colon, a name with capitals). A Namespace's name is a DNS
+// label, every other name a DNS subdomain (the rule of most kinds; a kind
+// with a laxer rule of its own is checked by the stricter one).
+func validateMeta(path, where, kind string, meta *metav1.ObjectMeta, namespaced bool) error {
+	nameFn := apivalidation.NameIsDNSSubdomain
+	if kind == "Namespace" {
+		nameFn = apivalidation.ValidateNamespaceName
+	}
+	errs := apivalidation.ValidateObjectMeta(meta, namespaced, nameFn, field.NewPath("metadata"))
+	if len(errs) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return fmt.Errorf("%s: %s: %s %q would be refused by the API server: %s", path, where, kind, meta.Name, strings.Join(msgs, "; "))
 }
 
 func isOnlyComments(b []byte) bool {

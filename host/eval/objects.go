@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -115,6 +116,15 @@ func ParseObjects(path string, data []byte) ([]*unstructured.Unstructured, error
 		k, err := KindOf(u)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %s: %v", path, d.where, err)
+		}
+		var meta metav1.ObjectMeta
+		if m, ok := u.Object["metadata"].(map[string]any); ok {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &meta); err != nil {
+				return nil, fmt.Errorf("%s: %s: metadata: %v", path, d.where, err)
+			}
+		}
+		if err := validateMeta(path, d.where, u.GetKind(), &meta, meta.Namespace != ""); err != nil {
+			return nil, err
 		}
 		id := k.String() + " " + u.GetNamespace() + "/" + u.GetName()
 		if prev, ok := seen[id]; ok {

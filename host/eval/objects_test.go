@@ -131,3 +131,37 @@ func TestEvaluateWithObjects(t *testing.T) {
 		t.Fatalf("secrets: %v", err)
 	}
 }
+
+// Objects, nodes and pods are checked as the API server checks them when
+// they are created: an offline run never passes on an object that could
+// not exist.
+func TestReadValidatesAsAPIServer(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc string
+		parse     func(string, []byte) error
+		want      string
+	}{
+		{"label value with a colon", "kind: Namespace\napiVersion: v1\nmetadata:\n  name: team-a\n  labels:\n    exempt: \"yes:please\"\n",
+			func(p string, b []byte) error { _, err := ParseObjects(p, b); return err },
+			`objects.yaml: document 1: Namespace "team-a" would be refused by the API server: metadata.labels: Invalid value: "yes:please"`},
+		{"namespace name not a DNS label", "kind: Namespace\napiVersion: v1\nmetadata:\n  name: team.a\n",
+			func(p string, b []byte) error { _, err := ParseObjects(p, b); return err },
+			`Namespace "team.a" would be refused by the API server: metadata.name: Invalid value: "team.a"`},
+		{"node label key", "kind: Node\napiVersion: v1\nmetadata:\n  name: n1\n  labels:\n    \"bad key!\": x\n",
+			func(p string, b []byte) error { _, err := ParseNodes(p, b); return err },
+			`Node "n1" would be refused by the API server: metadata.labels: Invalid value: "bad key!"`},
+		{"pod name with capitals", "kind: Pod\napiVersion: v1\nmetadata:\n  name: Web\nspec:\n  containers: [{name: c, image: x}]\n",
+			func(p string, b []byte) error { _, err := ParsePods(p, b); return err },
+			`Pod "Web" would be refused by the API server: metadata.name: Invalid value: "Web"`},
+		{"annotation key", "kind: Pod\napiVersion: v1\nmetadata:\n  name: web\n  annotations:\n    \"a b\": x\nspec:\n  containers: [{name: c, image: x}]\n",
+			func(p string, b []byte) error { _, err := ParsePods(p, b); return err },
+			`metadata.annotations: Invalid value: "a b"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.parse("objects.yaml", []byte(tc.doc))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}

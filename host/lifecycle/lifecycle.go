@@ -60,8 +60,9 @@ type Lifecycle struct {
 
 	roster atomic.Pointer[Roster]
 	cat    *catalog
-	// statusCM publishes static policies' slots in StatusConfigMap; nil
-	// for SchedulingPolicies, whose status is their own.
+	// statusCM publishes the profile's report in StatusConfigMap: its
+	// static policies' slots, or how it selects SchedulingPolicies (whose
+	// status is their own).
 	statusCM *statusWriter
 	stop     context.CancelFunc
 }
@@ -89,20 +90,21 @@ func Start(args *Args, opts Options) (*Lifecycle, error) {
 			return nil, fmt.Errorf("%s: dynamic client: %w", compose.Name, err)
 		}
 		st = newCRDStore(client, opts.Client, args, l.logger)
+		// Its policies report in their own status; the profile reports
+		// how it selects them.
+		l.statusCM = newStatusWriter(opts.Client, args.Namespace, opts.Profile, func() []*Slot { return nil }, args.SchedulingPolicies.DeepCopy())
 	} else {
 		if l.opts.ModuleCache == nil {
 			l.opts.ModuleCache = DefaultModuleCache(l.logger)
 		}
-		l.statusCM = newStatusWriter(opts.Client, args.Namespace, opts.Profile, func() []*Slot { return l.Roster().Slots })
+		l.statusCM = newStatusWriter(opts.Client, args.Namespace, opts.Profile, func() []*Slot { return l.Roster().Slots }, nil)
 		st = newStaticStore(l)
 	}
 	// Sources and loaders live until Close.
 	ctx, cancel := context.WithCancel(context.Background())
 	l.stop = cancel
 	l.cat = newCatalog(ctx, l, st)
-	if l.statusCM != nil {
-		go l.statusCM.run(ctx)
-	}
+	go l.statusCM.run(ctx)
 	return l, nil
 }
 
@@ -126,11 +128,7 @@ func (l *Lifecycle) swapped(policies ...string) {
 }
 
 // slotChanged asks for the status ConfigMap to be written.
-func (l *Lifecycle) slotChanged() {
-	if l.statusCM != nil {
-		l.statusCM.touch()
-	}
-}
+func (l *Lifecycle) slotChanged() { l.statusCM.touch() }
 
 // probation is how long a new revision serves before it is the last good
 // one.

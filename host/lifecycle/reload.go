@@ -149,7 +149,11 @@ func (s *Slot) retire(logger klog.Logger, old *policy.Policy) {
 // (revision.go's refuse).
 func (s *Slot) reject(digest string, err error) {
 	reloadsTotal.WithLabelValues(s.Name(), "rejected").Inc()
-	klog.Background().WithName(compose.Name).Error(err, "Policy upload rejected; the current version keeps serving", "policy", s.Name(), "digest", digest, "current", s.currentDigest())
+	if cur := s.currentDigest(); cur != "" {
+		klog.Background().WithName(compose.Name).Error(err, "Policy upload rejected; the current version keeps serving", "policy", s.Name(), "digest", digest, "current", cur)
+	} else {
+		klog.Background().WithName(compose.Name).Error(err, "Policy upload rejected; no version serves", "policy", s.Name(), "digest", digest)
+	}
 	s.mu.Lock()
 	s.status.LastRejected = &Rejection{Digest: digest, At: time.Now(), Error: err.Error()}
 	s.mu.Unlock()

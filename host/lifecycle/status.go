@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"regexp"
 	"time"
 
@@ -36,16 +35,20 @@ type statusWriter struct {
 	replica   string
 	profile   string
 
-	slots func() []*Slot
-	dirty chan struct{}
+	// slots are the static policies reported; selection, for a profile
+	// that selects SchedulingPolicies, how it does (its policies report
+	// in their own status).
+	slots     func() []*Slot
+	selection *PolicySelection
+	dirty     chan struct{}
 }
 
 var unsafeKey = regexp.MustCompile(`[^-._a-zA-Z0-9]+`)
 
-func newStatusWriter(client kubernetes.Interface, namespace, profile string, slots func() []*Slot) *statusWriter {
-	host, _ := os.Hostname()
-	w := &statusWriter{client: client, namespace: namespace, replica: host, profile: profile, slots: slots, dirty: make(chan struct{}, 1)}
-	w.key = unsafeKey.ReplaceAllString(host+"."+profile, "_") + ".json"
+func newStatusWriter(client kubernetes.Interface, namespace, profile string, slots func() []*Slot, selection *PolicySelection) *statusWriter {
+	replica := replicaName()
+	w := &statusWriter{client: client, namespace: namespace, replica: replica, profile: profile, slots: slots, selection: selection, dirty: make(chan struct{}, 1)}
+	w.key = unsafeKey.ReplaceAllString(replica+"."+profile, "_") + ".json"
 	return w
 }
 
@@ -58,8 +61,8 @@ func (w *statusWriter) touch() {
 }
 
 // Snapshot returns the current report.
-func (w *statusWriter) Snapshot() Status {
-	st := Status{Replica: w.replica, Profile: w.profile, Updated: time.Now().UTC()}
+func (w *statusWriter) Snapshot() ProfileReport {
+	st := ProfileReport{Status: Status{Replica: w.replica, Profile: w.profile, Updated: time.Now().UTC(), Policies: []SlotStatus{}}, Selection: w.selection}
 	for _, s := range w.slots() {
 		st.Policies = append(st.Policies, s.Status())
 	}

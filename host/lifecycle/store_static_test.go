@@ -122,7 +122,9 @@ func TestStaticDeletedAtStart(t *testing.T) {
 	if why := s.NoVersionReason(); s.Current() != nil || !s.BlocksWithoutVersion() || !strings.Contains(why, "configMap gone does not exist") {
 		t.Fatalf("after start-up: version %v, blocks %v, reason %q; want none, blocking, the missing ConfigMaps named", s.Current(), s.BlocksWithoutVersion(), why)
 	}
-	src.events <- func(h source.Handlers) { h.Error(errors.New("configmap wasmsched-system/gone-1: chunk sha256 mismatch")) }
+	src.events <- func(h source.Handlers) {
+		h.Error(errors.New("configmap wasmsched-system/gone-1: chunk sha256 mismatch"))
+	}
 	<-src.took
 	waitFor(t, "the source's error as the reason", func() bool { return strings.Contains(s.NoVersionReason(), "chunk sha256 mismatch") })
 }

@@ -218,6 +218,14 @@ func (p *parser) parse(data []byte) *File {
 }
 
 func (p *parser) scenario(raw json.RawMessage, defaults []Policy, haveDefaults bool) *Scenario {
+	// The name first, leniently: a problem in the rest is then reported
+	// against the scenario's name rather than its index.
+	var named struct {
+		Name string `json:"name"`
+	}
+	if json.Unmarshal(raw, &named) == nil && strings.TrimSpace(named.Name) != "" {
+		p.where = fmt.Sprintf("scenario %q", named.Name)
+	}
 	var rs rawScenario
 	if !p.decode("", raw, &rs) {
 		return nil

@@ -146,7 +146,7 @@ func TestReadFileErrors(t *testing.T) {
 		{"unnamed scenario", head + "- {pod: pod.yaml, nodes: nodes.yaml, expect: {}}", []string{`scenarios[0]: name: missing: every scenario has a name`}},
 		{"same name twice", head + "- {name: s, pod: pod.yaml, nodes: nodes.yaml, expect: {}}\n- {name: s, pod: pod.yaml, nodes: nodes.yaml, expect: {}}",
 			[]string{`scenario "s": name: scenario 1 has the same name: names must be unique in a file`}},
-		{"unknown scenario field", head + "- {name: s, pod: pod.yaml, node: nodes.yaml, expect: {}}", []string{`scenarios[0]: unknown field "node"`}},
+		{"unknown scenario field", head + "- {name: s, pod: pod.yaml, node: nodes.yaml, expect: {}}", []string{`scenario "s": unknown field "node"`}},
 		{"missing parts", head + "- {name: s}", []string{
 			`scenario "s": pod: missing: the pod to schedule, a file or an inline Pod`,
 			`scenario "s": nodes: missing: the nodes, a file or a list of files and inline Nodes`,

@@ -1,7 +1,11 @@
 package controlplane
 
 import (
+	"bytes"
+	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 )
 
 func TestControlPlane(t *testing.T) {
@@ -104,11 +109,22 @@ func TestScheduler(t *testing.T) {
 	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
 		t.Fatal(err)
 	}
+	// What the scheduler logs while it starts: no error that is noise
+	// (wasmsched-up's log showed one on every start).
+	var logs syncBuffer
+	klog.LogToStderr(false)
+	klog.SetOutput(&logs)
 	sched, err := StartScheduler(ctx, SchedulerOptions{Kubeconfig: kubeconfig})
+	klog.Flush()
+	klog.SetOutput(os.Stderr)
+	klog.LogToStderr(true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sched.Stop()
+	if s := logs.String(); strings.Contains(s, "The manifest file is empty") || strings.Contains(s, "allow-list") {
+		t.Errorf("the scheduler logged at start-up:\n%s", s)
+	}
 
 	c := cp.Client()
 	if _, err := c.CoreV1().Nodes().Create(ctx, testNode("node-a"), metav1.CreateOptions{}); err != nil {
@@ -173,4 +189,22 @@ func testPod(name string) *v1.Pod {
 			}},
 		},
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of klog.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -123,6 +123,11 @@ func setup(ctx context.Context, configFile string, opts SchedulerOptions) (*sche
 		return nil, nil, fmt.Errorf("controlplane: %w", err)
 	}
 	o.ConfigFile = configFile
+	// No metrics options: without flags they only apply their defaults,
+	// and applying them logs an error on every start ("The manifest file
+	// is empty, ignoring." without an allow-list, "empty allow-list mapping
+	// supplied" with an empty one). Apply and Validate accept nil.
+	o.Metrics = nil
 	o.SecureServing.BindPort = opts.SecurePort
 	if opts.SecurePort != 0 {
 		o.SecureServing.BindAddress = net.IPv4(127, 0, 0, 1)

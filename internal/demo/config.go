@@ -22,9 +22,14 @@ import (
 // PolicyNamespace holds the demo's SchedulingPolicies and their chunks.
 const PolicyNamespace = "wasmsched-system"
 
-// ProfileLabel selects the demo's SchedulingPolicies: the scheduler
-// configuration selects those labelled ProfileLabel=default-scheduler.
-const ProfileLabel = "wasmsched.io/profile"
+// ProfileLabel and ProfileValue select the demo's SchedulingPolicies: the
+// scheduler configuration's default-scheduler profile runs those labelled
+// ProfileLabel=ProfileValue, the label manifests/config.yaml's profile
+// selects too (so that one documented label works on both).
+const (
+	ProfileLabel = "wasmsched.io/profile"
+	ProfileValue = "wasmsched"
+)
 
 // Probation is how long the demo's revisions serve before they become the
 // last good ones (shorter than a production scheduler's default, so that a
@@ -33,7 +38,7 @@ const Probation = "30s"
 
 // SchedulerConfig returns a KubeSchedulerConfiguration that enables the
 // WasmPolicy plugin in the default profile, selecting the SchedulingPolicies
-// of PolicyNamespace labelled ProfileLabel=default-scheduler (Install
+// of PolicyNamespace labelled ProfileLabel=ProfileValue (Install
 // creates the demo's).
 func SchedulerConfig(kubeconfig string) ([]byte, error) {
 	cfg := map[string]any{
@@ -49,7 +54,7 @@ func SchedulerConfig(kubeconfig string) ([]byte, error) {
 			"pluginConfig": []any{map[string]any{"name": "WasmPolicy", "args": map[string]any{
 				"namespace": PolicyNamespace,
 				"schedulingPolicies": map[string]any{"selector": map[string]any{
-					"matchLabels": map[string]any{ProfileLabel: "default-scheduler"}}},
+					"matchLabels": map[string]any{ProfileLabel: ProfileValue}}},
 				"probation": Probation,
 			}}},
 		}},
@@ -97,7 +102,7 @@ func Install(ctx context.Context, cfg *rest.Config, policyDir string) error {
 			}
 		}
 		sp := &api.SchedulingPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: PolicyNamespace, Labels: map[string]string{ProfileLabel: "default-scheduler"}},
+			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: PolicyNamespace, Labels: map[string]string{ProfileLabel: ProfileValue}},
 			Spec: api.SchedulingPolicySpec{Module: api.Module{SHA256: source.Digest(module)}, Settings: json.RawMessage(p.Settings),
 				Weight: int64(p.Weight), Order: int32(i), FailurePolicy: api.FailurePolicyFail, Mode: api.ModeEnforce},
 		}
