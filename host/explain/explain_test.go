@@ -142,18 +142,20 @@ func TestExplainDetail(t *testing.T) {
 
 func TestParseOverride(t *testing.T) {
 	for _, c := range []struct {
-		in   string
-		file bool
-		want Override
-		err  string
+		in, kind string
+		want     Override
+		err      string
 	}{
-		{"gpu=sha256:abc", false, Override{Name: "gpu", Digest: "abc"}, ""},
-		{"gpu=x.wasm", true, Override{Name: "gpu", File: "x.wasm"}, ""},
-		{"gpu", false, Override{}, `--revision "gpu" is not NAME=DIGEST`},
-		{"=x", true, Override{}, `--policy "=x" is not NAME=FILE.wasm`},
+		{"gpu=sha256:abc", OverrideRevision, Override{Name: "gpu", Digest: "abc"}, ""},
+		{"gpu=x.wasm", OverridePolicy, Override{Name: "gpu", File: "x.wasm"}, ""},
+		{`gpu={ "a": 1 }`, OverrideSettings, Override{Name: "gpu", Settings: json.RawMessage(`{"a":1}`)}, ""},
+		{"gpu", OverrideRevision, Override{}, `--revision "gpu" is not NAME=DIGEST`},
+		{"=x", OverridePolicy, Override{}, `--policy "=x" is not NAME=FILE.wasm`},
+		{"gpu={", OverrideSettings, Override{}, `--settings for gpu: not valid JSON: unexpected end of JSON input`},
 	} {
-		got, err := ParseOverride(c.in, c.file)
-		if (err == nil) != (c.err == "") || (err != nil && err.Error() != c.err) || got != c.want {
+		got, err := ParseOverride(c.in, c.kind)
+		if (err == nil) != (c.err == "") || (err != nil && err.Error() != c.err) || got.Name != c.want.Name ||
+			got.Digest != c.want.Digest || got.File != c.want.File || string(got.Settings) != string(c.want.Settings) {
 			t.Errorf("ParseOverride(%q): %+v, %v", c.in, got, err)
 		}
 	}

@@ -1,7 +1,9 @@
 package explain
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
@@ -30,8 +32,8 @@ type Policy struct {
 	wasm []byte
 }
 
-// Short is the policy's revision as the output shows it.
-func (p *Policy) Short() string { return p.Revision.Short() }
+// Short is the policy's module digest as the output shows it.
+func (p *Policy) Short() string { return api.ShortDigest(p.Revision.Module.SHA256) }
 
 // Skipped is a policy of the profile explain could not run, and why.
 type Skipped struct {
@@ -154,24 +156,38 @@ func (c *Client) Revisions(ctx context.Context, name string) ([]api.Revision, er
 
 // Override is a what-if: run policy Name at another revision (Digest, a
 // sha256 or a unique prefix of one the policy's revisions name, or a
-// module in the policy namespace's chunks) or another module (File).
+// module in the policy namespace's chunks) or another module (File),
+// and/or with other Settings.
 type Override struct {
-	Name   string
-	Digest string
-	File   string
+	Name     string
+	Digest   string
+	File     string
+	Settings json.RawMessage
 }
 
-// ParseOverride reads NAME=VALUE.
-func ParseOverride(s string, file bool) (Override, error) {
+// The kinds of override ParseOverride reads, as the CLI's flags name them.
+const (
+	OverrideRevision = "revision" // NAME=DIGEST
+	OverridePolicy   = "policy"   // NAME=FILE.wasm
+	OverrideSettings = "settings" // NAME=JSON
+)
+
+// ParseOverride reads NAME=VALUE for an override of kind.
+func ParseOverride(s, kind string) (Override, error) {
 	name, v, ok := strings.Cut(s, "=")
 	if !ok || name == "" || v == "" {
-		if file {
-			return Override{}, fmt.Errorf("--policy %q is not NAME=FILE.wasm", s)
-		}
-		return Override{}, fmt.Errorf("--revision %q is not NAME=DIGEST", s)
+		want := map[string]string{OverrideRevision: "DIGEST", OverridePolicy: "FILE.wasm", OverrideSettings: "JSON"}[kind]
+		return Override{}, fmt.Errorf("--%s %q is not NAME=%s", kind, s, want)
 	}
-	if file {
+	switch kind {
+	case OverridePolicy:
 		return Override{Name: name, File: v}, nil
+	case OverrideSettings:
+		var b bytes.Buffer
+		if err := json.Compact(&b, []byte(v)); err != nil {
+			return Override{}, fmt.Errorf("--settings for %s: not valid JSON: %v", name, err)
+		}
+		return Override{Name: name, Settings: b.Bytes()}, nil
 	}
 	return Override{Name: name, Digest: strings.TrimPrefix(v, "sha256:")}, nil
 }
@@ -193,7 +209,16 @@ func (c *Client) Apply(ctx context.Context, prof *Profile, o Override) (*Profile
 		return nil, fmt.Errorf("what-if: policy %q does not serve profile %s (it has %s)", o.Name, prof.Name, names(prof.Policies))
 	}
 	p := &out.Policies[k]
-	if o.File != "" {
+	if o.Settings != nil {
+		defer func() {
+			p.Revision.Settings, p.Revision.Key = o.Settings, ""
+			p.WhatIf = strings.TrimPrefix(p.WhatIf+", settings "+string(o.Settings), ", ")
+		}()
+	}
+	switch {
+	case o.Settings != nil && o.File == "" && o.Digest == "":
+		return &out, nil
+	case o.File != "":
 		wasm, err := os.ReadFile(o.File)
 		if err != nil {
 			return nil, fmt.Errorf("what-if for %s: %w", o.Name, err)
