@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -126,6 +127,16 @@ func TestExplain(t *testing.T) {
 			if code != 1 || !strings.Contains(errs, c.want) {
 				t.Errorf("explain %v: exit %d, stderr %q, want 1 and %q (stdout %s)", c.args, code, errs, c.want, out)
 			}
+		}
+	})
+	t.Run("too large", func(t *testing.T) {
+		c, err := connect(ec.kubeconfig, "wasmsched-system")
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := &explain.Client{Kube: c.client, Dynamic: c.dyn, Namespace: "wasmsched-system", MaxNodes: 5}
+		if _, err := x.ReadCluster(context.Background()); err == nil || !strings.Contains(err.Error(), "more than 5 nodes") {
+			t.Errorf("6 nodes read with a bound of 5: %v", err)
 		}
 	})
 	t.Run("rights", func(t *testing.T) {

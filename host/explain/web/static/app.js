@@ -254,7 +254,7 @@ function renderTable() {
   const weights = (res.policies || []).map(p => p.weight);
   const groups = res.groups || {};
   const head = el("tr", {},
-    th("Node", "name"), res.groupLabel ? el("th", {}, res.groupLabel) : null, th("Verdict", "verdict"), th("Total", "total"),
+    th("Node", "name"), res.groupLabel ? el("th", { title: res.groupLabel }, res.groupLabel.split("/").pop()) : null, th("Verdict", "verdict"), th("Total", "total"),
     names.map((n, i) => th(n + " ×" + weights[i], "p" + i)), el("th", {}, "Reasons"));
   $("table").tHead.replaceChildren(head);
   const nodes = visibleNodes();
@@ -299,7 +299,7 @@ function showNode(name) {
   (res.policies || []).forEach((p, i) => {
     const v = (n.policies || [])[i] || {};
     body.push(el("h4", {}, p.name + " (weight " + p.weight + ", " + p.failurePolicy + ")"));
-    body.push(el("p", {}, (v.code || "not asked") + (v.normalized !== undefined ? " · raw " + (v.raw ?? "?") + " → normalised " + v.normalized : "")));
+    body.push(el("p", {}, (v.code || "no Filter verdict") + (v.normalized !== undefined ? " · raw " + (v.raw ?? "?") + " → normalised " + v.normalized : "")));
     if (v.failure) body.push(el("pre", { class: "error" }, v.failure));
     if ((v.reasons || []).length) body.push(el("pre", {}, v.reasons.join("\n")));
   });
