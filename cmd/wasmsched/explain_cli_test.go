@@ -91,6 +91,20 @@ func TestExplain(t *testing.T) {
 			}
 		}
 	})
+	t.Run("quota", func(t *testing.T) {
+		// The quota policy reads the ElasticQuota and team-a's usage (qa-1,
+		// bound): qa-2 would exceed the tenant's max.
+		code, out, errs := ec.explainCLI("-n", "team-a", "qa-2")
+		t.Logf("%s", out)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		for _, want := range []string{"profile quota: quota ", "policies would choose: unschedulable: quota: tenant team-a would exceed its max of cpu: uses 1, pod requests 1, max 1"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("quota: output lacks %q", want)
+			}
+		}
+	})
 	t.Run("what-if", func(t *testing.T) {
 		probe, err := os.ReadFile(testwasm.Path(t, "test/guests/probe"))
 		if err != nil {

@@ -14,6 +14,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -24,6 +26,7 @@ import (
 	"github.com/wasmsched/wasmsched/host/plugin"
 	"github.com/wasmsched/wasmsched/host/source"
 	"github.com/wasmsched/wasmsched/internal/controlplane"
+	"github.com/wasmsched/wasmsched/internal/crds"
 	"github.com/wasmsched/wasmsched/internal/demo"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
@@ -77,16 +80,41 @@ func startExplainCluster(t *testing.T) *explainCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The quota profile: scheduler-plugins' ElasticQuota CRD, one quota
+	// of one core for tenant team-a, and the quota example reading it.
+	if err := crds.Install(ctx, cp.RestConfig(), crds.ElasticQuota()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eq := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "ElasticQuota",
+		"metadata": map[string]any{"name": "quota", "namespace": "team-a"},
+		"spec":     map[string]any{"min": map[string]any{"cpu": "1"}, "max": map[string]any{"cpu": "1"}}}}
+	eqGVR := schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "elasticquotas"}
+	if _, err := dyn.Resource(eqGVR).Namespace("team-a").Create(ctx, eq, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	quota, err := os.ReadFile(testwasm.Path(t, "examples/quota"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qcms, err := source.PackModule(demo.PolicyNamespace, quota)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms = append(cms, qcms...)
+	timeout := &metav1.Duration{Duration: 500 * time.Millisecond}
+	memory := resource.MustParse("64Mi")
 	for _, cm := range cms {
 		if _, err := client.CoreV1().ConfigMaps(demo.PolicyNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	timeout := &metav1.Duration{Duration: 500 * time.Millisecond}
-	memory := resource.MustParse("64Mi")
 	extra := []struct {
 		name, profile, settings, digest string
 	}{
+		{"quota", "quota", `{}`, source.Digest(quota)},
 		{"trap", "failing", `{"at": "filter", "how": "panic", "when": "fail=trap"}`, ""},
 		{"loop", "failing", `{"at": "filter", "how": "loop", "when": "fail=loop"}`, ""},
 		{"oom", "failing", `{"at": "filter", "how": "grow", "when": "fail=oom"}`, ""},
@@ -98,10 +126,14 @@ func startExplainCluster(t *testing.T) *explainCluster {
 		if digest == "" {
 			digest = source.Digest(probe)
 		}
+		var readCtx []string
+		if e.name == "quota" {
+			readCtx = []string{"scheduling.x-k8s.io/v1alpha1/elasticquotas"}
+		}
 		sp := &api.SchedulingPolicy{
 			ObjectMeta: metav1.ObjectMeta{Name: e.name, Namespace: demo.PolicyNamespace, Labels: map[string]string{demo.ProfileLabel: e.profile}},
 			Spec: api.SchedulingPolicySpec{Module: api.Module{SHA256: digest}, Settings: json.RawMessage(e.settings),
-				Order: int32(i), FailurePolicy: api.FailurePolicyFail, Timeout: timeout, MemoryLimit: &memory},
+				Order: int32(i), FailurePolicy: api.FailurePolicyFail, Timeout: timeout, MemoryLimit: &memory, Context: readCtx},
 		}
 		u, err := api.ToUnstructured(sp)
 		if err != nil {
@@ -132,13 +164,32 @@ func startExplainCluster(t *testing.T) *explainCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mk := func(name, scheduler string, labels map[string]string) {
-		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: demo.Namespace, Labels: labels},
+	mkIn := func(ns, name, scheduler string, labels map[string]string, cpu string) {
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
 			Spec: v1.PodSpec{SchedulerName: scheduler, Containers: []v1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10"}}}}
-		if _, err := client.CoreV1().Pods(demo.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		if cpu != "" {
+			p.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}
+		}
+		if _, err := client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	mk := func(name, scheduler string, labels map[string]string) {
+		mkIn(demo.Namespace, name, scheduler, labels, "")
+	}
+	// team-a's first pod takes its one core; the second would exceed it.
+	mkIn("team-a", "qa-1", "quota", nil, "1")
+	for {
+		p, err := client.CoreV1().Pods("team-a").Get(ctx, "qa-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Spec.NodeName != "" {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	mkIn("team-a", "qa-2", "quota", nil, "1")
 	for _, f := range []string{"trap", "loop", "oom"} {
 		mk(f+"-pod", "failing", map[string]string{"fail": f})
 	}
@@ -168,7 +219,7 @@ func explainSchedulerConfig(t *testing.T, kubeconfig string) []byte {
 		t.Fatal(err)
 	}
 	base := cfg["profiles"].([]any)[0].(map[string]any)
-	for _, name := range []string{"failing", "hostile"} {
+	for _, name := range []string{"failing", "hostile", "quota"} {
 		b, _ := json.Marshal(base)
 		var p map[string]any
 		json.Unmarshal(b, &p)
