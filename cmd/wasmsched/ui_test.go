@@ -160,6 +160,11 @@ func testUI(t *testing.T, ec *explainCluster) {
 	}
 
 	choose(`#pods button[data-pod="demo/web-1"]`, "demo/web-1")
+	t.Logf("page: %s", evalJS[string](t, ctx, `(() => { const n = performance.getEntriesByType('navigation')[0];
+		const r = performance.getEntriesByType('resource').filter(e => e.name.includes('/api/explain')).pop();
+		return 'document loaded in ' + n.duration.toFixed(0) + ' ms (' + n.transferSize + ' bytes, scripts and styles ' +
+			performance.getEntriesByType('resource').filter(e => /app\.(js|css)$/.test(e.name)).reduce((a, e) => a + e.transferSize, 0) +
+			' bytes); last explain answer ' + r.duration.toFixed(0) + ' ms, ' + r.transferSize + ' bytes'; })()`))
 	if title := text(`#pod-title`); title != "demo/web-1" {
 		t.Errorf("after choosing web-1 the page shows %q", title)
 	}
