@@ -42,7 +42,7 @@ RACE_PKGS     := ./host ./host/compose ./host/convert ./host/engine ./host/eval 
 # PKGS but RACE_PKGS, as import paths (evaluated only by make test).
 PLAIN_PKGS     = $(filter-out $(shell $(GO) list $(RACE_PKGS)),$(shell $(GO) list $(PKGS)))
 
-.PHONY: minors default-minor smoke k8s-mods check-k8s-mods all build build-cli build-up build-scheduler examples test-scenarios generate generate-abi generate-deepcopy check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo examples-tinygo test-tinygo sdk-proxy sdk-tidy
+.PHONY: minors default-minor smoke k8s-mods check-k8s-mods all build build-cli build-up build-scheduler examples test-scenarios generate generate-abi generate-deepcopy check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo chromium examples-tinygo test-tinygo sdk-proxy sdk-tidy
 
 all: build examples
 
@@ -98,6 +98,11 @@ TINYGO       := $(TOOLS)/tinygo/bin/tinygo
 TINYGO_FLAGS := -target=$(CURDIR)/tools/tinygo/wasip1.json -buildmode=c-shared -no-debug
 tinygo:
 	@tools/tinygo/install.sh $(TOOLS)/tinygo
+
+## chromium: Debian's Chromium, which the browser test of `wasmsched ui`
+## drives headless (apt-get, as root; the test installs it itself when root)
+chromium:
+	@command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium)
 
 ## examples-tinygo: every examples/<name> to bin/policies/<name>.tinygo.wasm,
 ## TINYGO_JOBS at a time (a build is mostly one thread for a minute or so)

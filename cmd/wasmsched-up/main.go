@@ -212,6 +212,8 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout)
 		demo.PrintTable(stdout, rows)
 		fmt.Fprintln(stdout)
+		fmt.Fprintf(stdout, "why a pod is where it is, or Pending (make build-cli builds bin/wasmsched):\n  bin/wasmsched explain --kubeconfig %s -n %s train-h100\n  bin/wasmsched ui --kubeconfig %s    (the page: http://127.0.0.1:8087/)\n\n",
+			kubeconfig, demo.Namespace, kubeconfig)
 		if o.exit {
 			if !demo.AllExpected(rows) {
 				return errDemoUnmet

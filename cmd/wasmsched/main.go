@@ -33,6 +33,10 @@ Usage:
     wasmsched rollback NAME [DIGEST] [--namespace NS] [--wait 1m] [--kubeconfig PATH]
     wasmsched status [--kubeconfig PATH] [--namespace NS] [-o table|json]
 
+  Seeing why a pod is where it is, or Pending:
+    wasmsched explain [-n NS] POD [--node NODE] [--revision NAME=DIGEST]... [--policy NAME=FILE.wasm]... [-o table|json|yaml]
+    wasmsched ui [--listen 127.0.0.1:8087] [--kubeconfig PATH]
+
   Without SchedulingPolicies (a static source: {configMap: N}):
     wasmsched pack P.wasm [--name N] [--namespace NS] [-o yaml|json]
     wasmsched push --configmaps P.wasm [--name N] [--namespace NS] [--settings JSON|@FILE] [--kubeconfig PATH]
@@ -78,6 +82,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runRollback(args[1:], stdout, stderr)
 	case "diff":
 		err = runDiff(args[1:], stdout, stderr)
+	case "explain":
+		err = runExplain(args[1:], stdout, stderr)
+	case "ui":
+		err = runUI(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, versionString())
 	case "-h", "--help", "help":

@@ -60,11 +60,17 @@ type Input struct {
 	// read (ReadObjects): each policy sees those of the kinds it declared,
 	// as the scheduler's informers would give them.
 	Objects []*unstructured.Unstructured
+	// Detail asks for each policy's own verdict and raw and normalised
+	// score on every node (NodeResult.Policies, in the order of
+	// Report.Policies), for `wasmsched explain`.
+	Detail bool
 }
 
 // Report is the outcome, shaped for `wasmsched eval -o json`.
 type Report struct {
-	Pod      string       `json:"pod"`
+	Pod string `json:"pod"`
+	// Policies names the policies in order, with Input.Detail.
+	Policies []string     `json:"policies,omitempty"`
 	Nodes    []NodeResult `json:"nodes"`
 	Permit   Verdict      `json:"permit"`
 	Selected string       `json:"selected"`
@@ -111,6 +117,9 @@ type NodeResult struct {
 	Code    string   `json:"code"`
 	Reasons []string `json:"reasons"`
 	Score   *int64   `json:"score,omitempty"`
+	// Policies holds each policy's verdict and scores, in the order of
+	// Report.Policies, with Input.Detail.
+	Policies []PolicyVerdict `json:"policies,omitempty"`
 }
 
 // Verdict is a code and its reasons.
@@ -219,10 +228,18 @@ func (e *Evaluator) Evaluate(ctx context.Context, in Input) (*Report, error) {
 		rep.Nodes[i] = NodeResult{Name: n.Name, Code: "Success", Reasons: []string{}}
 	}
 	obs := &failures{rep: rep}
+	var d *detail
+	if in.Detail {
+		d = newDetail(rep, len(e.policies))
+	}
 	members := make([]compose.Member, len(e.policies))
 	for i, p := range e.policies {
 		members[i] = compose.Member{Name: p.Name(), Version: p, Weight: e.specs[i].Weight,
 			Ignore: e.specs[i].FailurePolicy == FailurePolicyIgnore, Observer: obs}
+		if d != nil {
+			rep.Policies = append(rep.Policies, p.Name())
+			d.hooks(&members[i], i)
+		}
 	}
 	c := compose.NewCycle(in.Pod, nodes, members)
 
@@ -231,6 +248,9 @@ func (e *Evaluator) Evaluate(ctx context.Context, in Input) (*Report, error) {
 	if pre.Status != nil {
 		for i := range rep.Nodes {
 			rep.Nodes[i].set(pre.Status)
+		}
+		if d != nil {
+			d.prefilter(rep.Policies, pre.Status)
 		}
 		return e.unschedulable(ctx, rep, c, nodes), nil
 	}
@@ -261,6 +281,9 @@ func (e *Evaluator) Evaluate(ctx context.Context, in Input) (*Report, error) {
 	best := feasible[0]
 	if len(feasible) > 1 {
 		totals, s := e.score(ctx, c, nodes, feasible)
+		if d != nil {
+			d.raw(ctx, c, nodes, feasible)
+		}
 		if s != nil {
 			rep.Error = s.Message()
 			rep.Permit = Verdict{Code: "Skip", Reasons: []string{"the scheduling cycle failed"}}

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"image"
+	_ "image/jpeg"
+	"image/png"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/wasmsched/wasmsched/host/explain"
+	"github.com/wasmsched/wasmsched/host/source"
+	"github.com/wasmsched/wasmsched/internal/demo"
+	"github.com/wasmsched/wasmsched/internal/testwasm"
+)
+
+// chromium returns Debian's Chromium, installing it with apt-get when it
+// is missing and the test runs as root (as make tinygo installs its
+// toolchain's packages); otherwise the test fails saying how to install it.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("the browser test needs Debian's chromium: run `make chromium` as root (apt-get install chromium)")
+	}
+	unlock := testwasm.Lock(t, filepath.Join(testwasm.SharedDir(t), "chromium.lock"))
+	defer unlock()
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	for _, args := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", "chromium"}} {
+		cmd := exec.Command("apt-get", args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("apt-get %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	p, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// browser starts headless Chromium with the flags this kind of machine
+// needs (no sandbox as root, nothing fetched in the background).
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
+		chromedp.ExecPath(chromium(t)), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 1000))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	ctx, cancel2 := chromedp.NewContext(actx)
+	t.Cleanup(cancel2)
+	return ctx
+}
+
+// The page, in a real browser, on the demo: pending pods first, the gpu
+// policy's reason for train-h100, a total score for every feasible node of
+// a placed pod, the view following the pod chosen, a what-if that moves
+// pending pods, markup from a guest shown as text, and a screenshot.
+func testUI(t *testing.T, ec *explainCluster) {
+	c, err := connect(ec.kubeconfig, demo.PolicyNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var served bytes.Buffer
+	go func() {
+		done <- serveUI(sctx, ln, &explain.Client{Kube: c.client, Dynamic: c.dyn, Namespace: demo.PolicyNamespace}, &served)
+	}()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("ui: %v", err)
+		}
+		if !strings.Contains(served.String(), "serving http://127.0.0.1:") {
+			t.Errorf("ui printed %q", served.String())
+		}
+	}()
+	url := "http://" + ln.Addr().String() + "/"
+
+	// Another host name is refused (DNS rebinding).
+	req, _ := http.NewRequest("GET", url+"api/pods", nil)
+	req.Host = "attacker.example:80"
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Errorf("request for another host: %v %v", resp, err)
+	}
+
+	// The feasible nodes of web-1 by the CLI, to compare.
+	code, out, errs := ec.explainCLI("demo/web-1", "-o", "json", "--limit", "0")
+	if code != 0 {
+		t.Fatalf("explain: %s", errs)
+	}
+	var web1 explain.Result
+	if err := json.Unmarshal([]byte(out), &web1); err != nil {
+		t.Fatal(err)
+	}
+	var feasible []string
+	for _, n := range web1.Nodes {
+		if n.Code == "Success" {
+			feasible = append(feasible, n.Name)
+		}
+	}
+	slices.Sort(feasible)
+
+	ctx := browser(t)
+	do := func(steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(sel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+
+	// choose clicks a pod (or the what-if's button) and waits until the
+	// page shows the answer for marker, failing on an error shown.
+	choose := func(click, marker string) {
+		t.Helper()
+		do(chromedp.Click(click), chromedp.WaitReady(`body[data-explained="`+marker+`"]`))
+		if msg := evalJS[string](t, ctx, `document.getElementById('error').hidden ? '' : document.getElementById('error').textContent`); msg != "" {
+			t.Fatalf("%s: the page shows an error: %s", marker, msg)
+		}
+	}
+
+	do(chromedp.Navigate(url), chromedp.WaitVisible(`#pods button[data-pod="demo/train-h100"]`))
+	if first := text(`#pods li:first-child .state`); first != "Pending" {
+		t.Errorf("first pod listed is %q, want a Pending one", first)
+	}
+	choose(`#pods button[data-pod="demo/train-h100"]`, "demo/train-h100")
+	if h100 := text(`#table tbody`); !strings.Contains(h100, "gpu: wrong GPU product: want NVIDIA-H100-80GB-HBM3") {
+		t.Errorf("train-h100's table lacks the gpu policy's reason:\n%s", h100)
+	}
+
+	choose(`#pods button[data-pod="demo/web-1"]`, "demo/web-1")
+	t.Logf("page: %s", evalJS[string](t, ctx, `(() => { const n = performance.getEntriesByType('navigation')[0];
+		const r = performance.getEntriesByType('resource').filter(e => e.name.includes('/api/explain')).pop();
+		return 'document loaded in ' + n.duration.toFixed(0) + ' ms (' + n.transferSize + ' bytes, scripts and styles ' +
+			performance.getEntriesByType('resource').filter(e => /app\.(js|css)$/.test(e.name)).reduce((a, e) => a + e.transferSize, 0) +
+			' bytes); last explain answer ' + r.duration.toFixed(0) + ' ms, ' + r.transferSize + ' bytes'; })()`))
+	if title := text(`#pod-title`); title != "demo/web-1" {
+		t.Errorf("after choosing web-1 the page shows %q", title)
+	}
+	totals := evalJS[map[string]string](t, ctx, `Object.fromEntries([...document.querySelectorAll('#table tbody tr[data-node]')]
+		.filter(r => r.querySelector('.verdict').textContent === 'Success')
+		.map(r => [r.dataset.node, r.querySelector('.total').textContent]))`)
+	var shown []string
+	for n, v := range totals {
+		shown = append(shown, n)
+		if v == "" || strings.Trim(v, "0123456789") != "" {
+			t.Errorf("feasible node %s has total %q, want a score", n, v)
+		}
+	}
+	slices.Sort(shown)
+	if !slices.Equal(shown, feasible) || len(feasible) < 2 {
+		t.Errorf("page scores nodes %v, the CLI finds %v feasible", shown, feasible)
+	}
+
+	// The screenshot the README shows: web-1 with its chosen node's panel
+	// open.
+	do(chromedp.Click(`#table tbody tr.chosen`), chromedp.WaitVisible(`#panel h3`))
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkScreenshot(t, shot)
+
+	// What if gpu ran the probe module (which lets every pod through):
+	// the pods gpu holds pending would move.
+	probe, err := os.ReadFile(testwasm.Path(t, "test/guests/probe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	do(chromedp.Click(`#whatif-box summary`),
+		chromedp.WaitReady(`#w-policy option[value="gpu"]`),
+		chromedp.SetValue(`#w-policy`, "gpu"),
+		chromedp.SendKeys(`#w-digest`, source.Digest(probe)),
+		chromedp.SendKeys(`#w-settings`, `{}`))
+	choose(`#w-run`, "demo/web-1|gpu="+source.Digest(probe))
+	moves := text(`#whatif`)
+	for _, want := range []string{"demo/train-h100", "demo/train-huge", "pending pods of the profile would change"} {
+		if !strings.Contains(moves, want) {
+			t.Errorf("what-if lacks %q:\n%s", want, moves)
+		}
+	}
+
+	// Markup in a guest's reason (and so in the scheduler's message) is
+	// shown as text and never runs.
+	choose(`#w-clear`, "demo/web-1")
+	choose(`#pods button[data-pod="demo/hostile-pod"]`, "demo/hostile-pod")
+	do(chromedp.Click(`#table tbody tr[data-node]`),
+		chromedp.WaitVisible(`#panel h3`))
+	if n := evalJS[int](t, ctx, `document.querySelectorAll('img, script:not([src])').length`); n != 0 {
+		t.Errorf("a guest's markup became %d elements", n)
+	}
+	if evalJS[bool](t, ctx, `window.__pwned !== undefined`) {
+		t.Error("a guest's markup ran")
+	}
+	for what, sel := range map[string]string{"table": `#table tbody`, "panel": `#panel-body`, "pod list": `#pods button[data-pod="demo/hostile-pod"]`} {
+		if got := text(sel); !strings.Contains(got, hostileReason) {
+			t.Errorf("%s does not show the hostile reason as text:\n%s", what, got)
+		}
+	}
+}
+
+// evalJS evaluates a JavaScript expression in the page.
+func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// checkScreenshot checks the screenshot is a real rendering (large, many
+// colours) and writes it where the README shows it when
+// WASMSCHED_UPDATE_DOCS=1.
+func checkScreenshot(t *testing.T, shot []byte) {
+	t.Helper()
+	img, format, err := image.Decode(bytes.NewReader(shot))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	b := img.Bounds()
+	colours := map[[3]uint32]bool{}
+	for y := b.Min.Y; y < b.Max.Y; y += 7 {
+		for x := b.Min.X; x < b.Max.X; x += 7 {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			colours[[3]uint32{r >> 10, g >> 10, bl >> 10}] = true
+		}
+	}
+	t.Logf("screenshot: %s %dx%d, %d bytes, %d colours sampled", format, b.Dx(), b.Dy(), len(shot), len(colours))
+	if b.Dx() < 1200 || b.Dy() < 700 || len(shot) < 40<<10 || len(colours) < 30 {
+		t.Errorf("screenshot %dx%d, %d bytes, %d colours: not a rendered page", b.Dx(), b.Dy(), len(shot), len(colours))
+	}
+	if os.Getenv("WASMSCHED_UPDATE_DOCS") == "1" {
+		path := filepath.Join(testwasm.Root(t), "docs", "images", "ui.jpg")
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, shot, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+var _ = png.Decode // PNG decoder registered for image.Decode
