@@ -40,7 +40,7 @@ E2E_PROCS     ?= 2
 TEST_CLAIMS   := WASMSCHED_TEST_CLAIMS
 RACE_PKGS     := ./host ./host/compose ./host/convert ./host/engine ./host/eval ./host/interrupt ./host/plugin ./host/policy ./host/pool
 
-.PHONY: minors default-minor smoke k8s-mods check-k8s-mods all build build-cli build-up build-scheduler examples test-scenarios generate generate-abi generate-deepcopy check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo examples-tinygo test-tinygo sdk-proxy sdk-tidy
+.PHONY: minors default-minor smoke k8s-mods check-k8s-mods all build build-cli build-up build-scheduler examples test-scenarios generate generate-abi generate-deepcopy generate-manifests check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo examples-tinygo test-tinygo sdk-proxy sdk-tidy
 
 all: build examples
 
@@ -144,10 +144,12 @@ protoc:
 	     (apt-get update -q >/dev/null && apt-get install -y -q protobuf-compiler libprotobuf-dev >/dev/null)); \
 	  else echo "protoc is missing: install protobuf-compiler (Debian) as root" >&2; exit 1; fi; }
 
-## generate: regenerate abi/v1 from policy.proto and host/plugin's
+## generate: regenerate abi/v1 from policy.proto, host/plugin's
 ## zz_generated.deepcopy.go from the plugin's argument types (+k8s:deepcopy-gen
-## tags in args.go); byte for byte reproducible
+## tags in args.go), the chart's copy of the CRD and manifests/ from the chart
+## (internal/chart/chartgen); byte for byte reproducible
 generate: generate-abi generate-deepcopy
+	$(MAKE) --no-print-directory generate-manifests
 
 generate-abi: protoc
 	GOBIN=$(TOOLS) $(GO) install $(PLUGIN_GEN)
@@ -159,11 +161,16 @@ generate-abi: protoc
 
 generate-deepcopy:
 	$(GO) run $(DEEPCOPY_GEN) --output-file zz_generated.deepcopy.go ./host/plugin ./host/api/v1alpha1
-	cp host/api/v1alpha1/schedulingpolicy.crd.yaml manifests/crd.yaml
+	cp host/api/v1alpha1/schedulingpolicy.crd.yaml charts/wasmsched/files/schedulingpolicy.crd.yaml
+
+## generate-manifests: manifests/ rendered from charts/wasmsched (one file per
+## template) for the default minor
+generate-manifests:
+	$(GO) run ./internal/chart/chartgen $(K8S_DEFAULT)
 
 ## check-generate: fail if the committed generated code differs from a fresh
 ## generation (or a generated file is not committed)
-GENERATED := abi/v1/ host/plugin/zz_generated.deepcopy.go host/api/v1alpha1/zz_generated.deepcopy.go manifests/crd.yaml
+GENERATED := abi/v1/ host/plugin/zz_generated.deepcopy.go host/api/v1alpha1/zz_generated.deepcopy.go charts/wasmsched/files/ manifests/
 check-generate: generate
 	@git diff --exit-code -- $(GENERATED) && test -z "$$(git ls-files --others --exclude-standard -- $(GENERATED))" || { \
 	  git ls-files --others --exclude-standard -- $(GENERATED); echo "generated code is stale or new: run make generate and commit" >&2; exit 1; }
