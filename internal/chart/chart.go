@@ -22,6 +22,8 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -163,4 +165,24 @@ func Decode(data []byte) ([]*unstructured.Unstructured, error) {
 			objs = append(objs, obj)
 		}
 	}
+}
+
+// Lint runs helm lint's checks on the chart at root for a cluster of
+// kubeVersion (v1.37.0) and fails on any error they report.
+func Lint(root, kubeVersion string) error {
+	kv, err := chartutil.ParseKubeVersion(kubeVersion)
+	if err != nil {
+		return err
+	}
+	res := lint.AllWithKubeVersion(filepath.Join(root, Dir), map[string]any{}, "wasmsched-system", kv)
+	var errs []string
+	for _, m := range res.Messages {
+		if m.Severity >= support.ErrorSev {
+			errs = append(errs, m.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("helm lint %s:\n%s", Dir, strings.Join(errs, "\n"))
+	}
+	return nil
 }

@@ -223,3 +223,10 @@ func unstructuredSlice(obj map[string]any, path ...string) ([]any, bool, error) 
 	s, ok := cur.([]any)
 	return s, ok, nil
 }
+
+// helm lint finds no error in the chart.
+func TestLint(t *testing.T) {
+	if err := Lint(testwasm.Root(t), "v1.37.0"); err != nil {
+		t.Fatal(err)
+	}
+}
