@@ -230,3 +230,34 @@ func TestLint(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The values files the operator's guide shows (```yaml blocks opening
+// with "# values.yaml") render as shown.
+func TestGuideValues(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(testwasm.Root(t), "docs", "operators-guide.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, block := range strings.Split(string(b), "```yaml")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		if !strings.HasPrefix(strings.TrimSpace(block), "# values.yaml") {
+			continue
+		}
+		n++
+		// The guide indents the block inside a numbered list.
+		lines := strings.Split(block, "\n")
+		indent := len(lines[1]) - len(strings.TrimLeft(lines[1], " "))
+		for i, l := range lines {
+			if len(l) >= indent {
+				lines[i] = l[indent:]
+			}
+		}
+		if _, err := render(t, strings.Join(lines, "\n")); err != nil {
+			t.Errorf("the guide's values block %d: %v", n, err)
+		}
+	}
+	if n == 0 {
+		t.Fatal("the operator's guide shows no values.yaml")
+	}
+}
