@@ -77,7 +77,7 @@ build-scheduler:
 ## built without a container daemon (internal/image): an OCI layout in
 ## bin/image/oci and an oci-archive tarball beside it (docker load, podman
 ## load, skopeo copy). Reproducible: SOURCE_DATE_EPOCH is the commit's time.
-## The binaries are bin/<minor>/linux-<arch>/kube-scheduler.
+## The binaries are bin/<minor>/linux-<arch>/kube-scheduler, stripped (-s -w).
 ## image-all: every minor, every architecture, into the same layout.
 ## IMAGE_EXAMPLES=1 adds each minor's -examples variant (make examples' modules
 ## under /etc/wasmsched/policies).
@@ -94,13 +94,13 @@ IMAGE_BUILD        = $(GO) run ./internal/image/imagebuild -out $(IMAGE_DIR) -ve
 image: $(if $(IMAGE_EXAMPLES),examples)
 	@for a in $(IMAGE_ARCHS); do \
 	  echo "make build-scheduler K8S=$(K8S) SCHEDULER_ARCH=$$a SCHEDULER_OUT=$(BIN)/$(K8S)/linux-$$a/kube-scheduler"; \
-	  $(MAKE) --no-print-directory build-scheduler SCHEDULER_ARCH=$$a SCHEDULER_OUT=$(BIN)/$(K8S)/linux-$$a/kube-scheduler || exit 1; done
+	  $(MAKE) --no-print-directory build-scheduler SCHEDULER_ARCH=$$a SCHEDULER_LDFLAGS="-s -w" SCHEDULER_OUT=$(BIN)/$(K8S)/linux-$$a/kube-scheduler || exit 1; done
 	$(IMAGE_BUILD) $(call image_spec,$(K8S),$(IMAGE_ARCHS))
 
 image-all: $(if $(IMAGE_EXAMPLES),examples)
 	@for m in $(K8S_MINORS); do for a in $(IMAGE_ARCHS); do \
-	  echo "make build-scheduler K8S=$$m SCHEDULER_ARCH=$$a SCHEDULER_OUT=$(BIN)/$$m/linux-$$a/kube-scheduler"; \
-	  $(MAKE) --no-print-directory build-scheduler K8S=$$m SCHEDULER_ARCH=$$a SCHEDULER_OUT=$(BIN)/$$m/linux-$$a/kube-scheduler || exit 1; done; done
+	  echo "make build-scheduler K8S=$$m SCHEDULER_ARCH=$$a SCHEDULER_LDFLAGS='-s -w' SCHEDULER_OUT=$(BIN)/$$m/linux-$$a/kube-scheduler"; \
+	  $(MAKE) --no-print-directory build-scheduler K8S=$$m SCHEDULER_ARCH=$$a SCHEDULER_LDFLAGS="-s -w" SCHEDULER_OUT=$(BIN)/$$m/linux-$$a/kube-scheduler || exit 1; done; done
 	$(IMAGE_BUILD) $(foreach m,$(K8S_MINORS),$(call image_spec,$(m),$(IMAGE_ARCHS)))
 
 ## image-ci: what CI builds: both architectures of the default minor, amd64
@@ -109,8 +109,8 @@ image-all: $(if $(IMAGE_EXAMPLES),examples)
 image-ci:
 	@set -e; for m in $(K8S_MINORS); do \
 	  archs=amd64; [ $$m = $(K8S_DEFAULT) ] && archs="amd64 arm64"; for a in $$archs; do \
-	  echo "make build-scheduler K8S=$$m SCHEDULER_ARCH=$$a SCHEDULER_OUT=$(BIN)/$$m/linux-$$a/kube-scheduler"; \
-	  $(MAKE) --no-print-directory build-scheduler K8S=$$m SCHEDULER_ARCH=$$a SCHEDULER_OUT=$(BIN)/$$m/linux-$$a/kube-scheduler; done; done
+	  echo "make build-scheduler K8S=$$m SCHEDULER_ARCH=$$a SCHEDULER_LDFLAGS='-s -w' SCHEDULER_OUT=$(BIN)/$$m/linux-$$a/kube-scheduler"; \
+	  $(MAKE) --no-print-directory build-scheduler K8S=$$m SCHEDULER_ARCH=$$a SCHEDULER_LDFLAGS="-s -w" SCHEDULER_OUT=$(BIN)/$$m/linux-$$a/kube-scheduler; done; done
 	$(IMAGE_BUILD) $(call image_spec,$(K8S_DEFAULT),amd64 arm64) $(foreach m,$(filter-out $(K8S_DEFAULT),$(K8S_MINORS)),$(call image_spec,$(m),amd64))
 
 ## dist: the policy author's CLI as release archives in bin/dist: wasmsched
