@@ -42,7 +42,7 @@ RACE_PKGS     := ./host ./host/compose ./host/convert ./host/engine ./host/eval 
 # PKGS but RACE_PKGS, as import paths (evaluated only by make test).
 PLAIN_PKGS     = $(filter-out $(shell $(GO) list $(RACE_PKGS)),$(shell $(GO) list $(PKGS)))
 
-.PHONY: minors default-minor smoke k8s-mods check-k8s-mods all build build-cli build-up build-scheduler examples test-scenarios generate generate-abi generate-deepcopy check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo chromium examples-tinygo test-tinygo sdk-proxy sdk-tidy
+.PHONY: dist chart image image-all image-ci minors default-minor smoke k8s-mods check-k8s-mods all build build-cli build-up build-scheduler examples test-scenarios generate generate-abi generate-deepcopy generate-manifests check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo chromium examples-tinygo test-tinygo sdk-proxy sdk-tidy
 
 all: build examples
 
@@ -64,12 +64,77 @@ build-up:
 
 ## build-scheduler: bin/kube-scheduler alone (SCHEDULER_OUT overrides the path;
 ## SCHEDULER_FLAGS and SCHEDULER_LDFLAGS add build and link flags: the
-## end-to-end tests pass -race)
+## end-to-end tests pass -race; SCHEDULER_ARCH cross-builds for linux/<arch>).
+## Static, CGO off, as the image needs it, except with -race (which needs cgo).
 SCHEDULER_OUT     ?= $(BIN)/kube-scheduler
 SCHEDULER_FLAGS   ?=
 SCHEDULER_LDFLAGS ?=
+SCHEDULER_ARCH    ?=
+SCHEDULER_ENV     := CGO_ENABLED=$(if $(findstring -race,$(SCHEDULER_FLAGS)),1,0) $(if $(SCHEDULER_ARCH),GOOS=linux GOARCH=$(SCHEDULER_ARCH))
 build-scheduler:
-	$(KGO) build $(KFLAGS) $(SCHEDULER_FLAGS) -ldflags "$(LDFLAGS) $(SCHEDULER_LDFLAGS)" -o $(SCHEDULER_OUT) ./cmd/kube-scheduler
+	$(SCHEDULER_ENV) $(KGO) build $(KFLAGS) $(SCHEDULER_FLAGS) -ldflags "$(LDFLAGS) $(SCHEDULER_LDFLAGS)" -o $(SCHEDULER_OUT) ./cmd/kube-scheduler
+
+## image: the scheduler's OCI image for Kubernetes K8S, linux/amd64 and
+## linux/arm64 (IMAGE_ARCHS) in one index tagged v<version>-k8s<minor>,
+## built without a container daemon (internal/image): an OCI layout in
+## bin/image/oci and an oci-archive tarball beside it (docker load, podman
+## load, skopeo copy). Reproducible: SOURCE_DATE_EPOCH is the commit's time.
+## The binaries are bin/<minor>/linux-<arch>/kube-scheduler, stripped (-s -w).
+## image-all: every minor, every architecture, into the same layout.
+## IMAGE_EXAMPLES=1 adds each minor's -examples variant (make examples' modules
+## under /etc/wasmsched/policies).
+VERSION           ?= v$(shell sed -n 's/^appVersion: *"\(.*\)"/\1/p' charts/wasmsched/Chart.yaml)
+IMAGE_ARCHS       ?= amd64 arm64
+IMAGE_DIR         ?= $(BIN)/image
+IMAGE_EXAMPLES    ?=
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+export SOURCE_DATE_EPOCH
+image_spec         = -image $(1):$(subst $(eval) ,$(comma),$(foreach a,$(2),$(a)=$(BIN)/$(1)/linux-$(a)/kube-scheduler))
+comma             := ,
+IMAGE_BUILD        = $(GO) run ./internal/image/imagebuild -out $(IMAGE_DIR) -version $(VERSION) \
+                     -revision "$$(git rev-parse HEAD 2>/dev/null)" $(if $(IMAGE_EXAMPLES),-examples $(BIN)/policies)
+image: $(if $(IMAGE_EXAMPLES),examples)
+	@for a in $(IMAGE_ARCHS); do \
+	  echo "make build-scheduler K8S=$(K8S) SCHEDULER_ARCH=$$a SCHEDULER_OUT=$(BIN)/$(K8S)/linux-$$a/kube-scheduler"; \
+	  $(MAKE) --no-print-directory build-scheduler SCHEDULER_ARCH=$$a SCHEDULER_LDFLAGS="-s -w" SCHEDULER_OUT=$(BIN)/$(K8S)/linux-$$a/kube-scheduler || exit 1; done
+	$(IMAGE_BUILD) $(call image_spec,$(K8S),$(IMAGE_ARCHS))
+
+image-all: $(if $(IMAGE_EXAMPLES),examples)
+	@for m in $(K8S_MINORS); do for a in $(IMAGE_ARCHS); do \
+	  echo "make build-scheduler K8S=$$m SCHEDULER_ARCH=$$a SCHEDULER_LDFLAGS='-s -w' SCHEDULER_OUT=$(BIN)/$$m/linux-$$a/kube-scheduler"; \
+	  $(MAKE) --no-print-directory build-scheduler K8S=$$m SCHEDULER_ARCH=$$a SCHEDULER_LDFLAGS="-s -w" SCHEDULER_OUT=$(BIN)/$$m/linux-$$a/kube-scheduler || exit 1; done; done
+	$(IMAGE_BUILD) $(foreach m,$(K8S_MINORS),$(call image_spec,$(m),$(IMAGE_ARCHS)))
+
+## image-ci: what CI builds: both architectures of the default minor, amd64
+## of the others (CI has built bin/<minor>/kube-scheduler for amd64: linked
+## again here into linux-amd64/, from the build cache)
+image-ci:
+	@set -e; for m in $(K8S_MINORS); do \
+	  archs=amd64; [ $$m = $(K8S_DEFAULT) ] && archs="amd64 arm64"; for a in $$archs; do \
+	  echo "make build-scheduler K8S=$$m SCHEDULER_ARCH=$$a SCHEDULER_LDFLAGS='-s -w' SCHEDULER_OUT=$(BIN)/$$m/linux-$$a/kube-scheduler"; \
+	  $(MAKE) --no-print-directory build-scheduler K8S=$$m SCHEDULER_ARCH=$$a SCHEDULER_LDFLAGS="-s -w" SCHEDULER_OUT=$(BIN)/$$m/linux-$$a/kube-scheduler; done; done
+	$(IMAGE_BUILD) $(call image_spec,$(K8S_DEFAULT),amd64 arm64) $(foreach m,$(filter-out $(K8S_DEFAULT),$(K8S_MINORS)),$(call image_spec,$(m),amd64))
+
+## dist: the policy author's CLI as release archives in bin/dist: wasmsched
+## for linux and darwin on amd64 and arm64 and windows/amd64, static (CGO
+## off), stripped and trimmed, the version from the chart's appVersion
+## (VERSION overrides); a tar.gz (zip for Windows) each, with the kubectl
+## plugin name kubectl-wasmsched, SHA256SUMS and a krew manifest
+## (internal/dist). Reproducible (SOURCE_DATE_EPOCH).
+DIST_DIR       ?= $(BIN)/dist
+DIST_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
+dist:
+	@rm -rf $(DIST_DIR) && mkdir -p $(DIST_DIR)
+	@set -e; for p in $(DIST_PLATFORMS); do os=$${p%/*}; arch=$${p#*/}; exe=wasmsched; [ $$os = windows ] && exe=wasmsched.exe; \
+	  echo "GOOS=$$os GOARCH=$$arch go build -trimpath -o $(DIST_DIR)/build/$$os-$$arch/$$exe ./cmd/wasmsched"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(KGO) build $(KFLAGS) -trimpath -ldflags "-s -w $(LDFLAGS) -X main.Version=$(VERSION)" \
+	    -o $(DIST_DIR)/build/$$os-$$arch/$$exe ./cmd/wasmsched; done
+	$(GO) run ./internal/dist/distgen -version $(VERSION) -bin $(DIST_DIR)/build -out $(DIST_DIR) -extra README.md
+
+## chart: the Helm chart packaged as bin/wasmsched-<version>.tgz (helm
+## package's layout, through Helm's Go library: internal/chart/chartpack)
+chart:
+	$(GO) run ./internal/chart/chartpack $(BIN)
 
 ## run: embedded control plane + scheduler with the example policies, demo pods placed
 run: examples build-up
@@ -151,10 +216,12 @@ protoc:
 	     (apt-get update -q >/dev/null && apt-get install -y -q protobuf-compiler libprotobuf-dev >/dev/null)); \
 	  else echo "protoc is missing: install protobuf-compiler (Debian) as root" >&2; exit 1; fi; }
 
-## generate: regenerate abi/v1 from policy.proto and host/lifecycle's
+## generate: regenerate abi/v1 from policy.proto, host/lifecycle's
 ## zz_generated.deepcopy.go from the plugin's argument types (+k8s:deepcopy-gen
-## tags in args.go); byte for byte reproducible
+## tags in args.go), the chart's copy of the CRD and manifests/ from the chart
+## (internal/chart/chartgen); byte for byte reproducible
 generate: generate-abi generate-deepcopy
+	$(MAKE) --no-print-directory generate-manifests
 
 generate-abi: protoc
 	GOBIN=$(TOOLS) $(GO) install $(PLUGIN_GEN)
@@ -166,11 +233,16 @@ generate-abi: protoc
 
 generate-deepcopy:
 	$(GO) run $(DEEPCOPY_GEN) --output-file zz_generated.deepcopy.go ./host/lifecycle ./host/api/v1alpha1
-	cp host/api/v1alpha1/schedulingpolicy.crd.yaml manifests/crd.yaml
+	cp host/api/v1alpha1/schedulingpolicy.crd.yaml charts/wasmsched/files/schedulingpolicy.crd.yaml
+
+## generate-manifests: manifests/ rendered from charts/wasmsched (one file per
+## template) for the default minor
+generate-manifests:
+	$(GO) run ./internal/chart/chartgen $(K8S_DEFAULT)
 
 ## check-generate: fail if the committed generated code differs from a fresh
 ## generation (or a generated file is not committed)
-GENERATED := abi/v1/ host/lifecycle/zz_generated.deepcopy.go host/api/v1alpha1/zz_generated.deepcopy.go manifests/crd.yaml
+GENERATED := abi/v1/ host/lifecycle/zz_generated.deepcopy.go host/api/v1alpha1/zz_generated.deepcopy.go charts/wasmsched/files/ manifests/
 check-generate: generate
 	@git diff --exit-code -- $(GENERATED) && test -z "$$(git ls-files --others --exclude-standard -- $(GENERATED))" || { \
 	  git ls-files --others --exclude-standard -- $(GENERATED); echo "generated code is stale or new: run make generate and commit" >&2; exit 1; }

@@ -1,12 +1,7 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,19 +11,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	v1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/klog/v2"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
-	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
-
-	"github.com/wasmsched/wasmsched/host/plugin"
 	"github.com/wasmsched/wasmsched/host/skew"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
@@ -100,114 +82,6 @@ func wazeroVersion() string {
 		}
 	}
 	return "dev"
-}
-
-var manifestFiles = []string{"namespace.yaml", "rbac.yaml", "config.yaml", "deployment.yaml"}
-
-// readManifests decodes every object of the manifests, in order.
-func readManifests(t *testing.T) []runtime.Object {
-	t.Helper()
-	var objs []runtime.Object
-	for _, f := range manifestFiles {
-		data, err := os.ReadFile(filepath.Join(testwasm.Root(t), "manifests", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for {
-			doc, err := r.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if len(bytes.TrimSpace(doc)) == 0 {
-				continue
-			}
-			obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			objs = append(objs, obj)
-		}
-	}
-	return objs
-}
-
-// applyManifests creates every object of the manifests through client and
-// returns the scheduler configuration's ConfigMap.
-func applyManifests(t *testing.T, client kubernetes.Interface) *v1.ConfigMap {
-	t.Helper()
-	ctx := context.Background()
-	opts := metav1.CreateOptions{FieldValidation: "Strict"}
-	var cfg *v1.ConfigMap
-	for _, obj := range readManifests(t) {
-		var err error
-		switch o := obj.(type) {
-		case *v1.Namespace:
-			_, err = client.CoreV1().Namespaces().Create(ctx, o, opts)
-		case *v1.ServiceAccount:
-			_, err = client.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, opts)
-		case *v1.ConfigMap:
-			if o.Name == "wasmsched-config" {
-				cfg = o
-			}
-			_, err = client.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, opts)
-		case *rbacv1.ClusterRole:
-			_, err = client.RbacV1().ClusterRoles().Create(ctx, o, opts)
-		case *rbacv1.ClusterRoleBinding:
-			_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, o, opts)
-		case *rbacv1.Role:
-			_, err = client.RbacV1().Roles(o.Namespace).Create(ctx, o, opts)
-		case *rbacv1.RoleBinding:
-			_, err = client.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, opts)
-		case *appsv1.Deployment:
-			_, err = client.AppsV1().Deployments(o.Namespace).Create(ctx, o, opts)
-		default:
-			t.Fatalf("unexpected object %T in the manifests", obj)
-		}
-		if err != nil {
-			t.Fatalf("create %T: %v", obj, err)
-		}
-	}
-	if cfg == nil {
-		t.Fatal("no scheduler configuration ConfigMap (wasmsched-config)")
-	}
-	return cfg
-}
-
-// The manifests are valid: the API server accepts every object, and the
-// embedded scheduler configuration loads, validates and carries valid
-// WasmPolicy arguments.
-func TestManifestsApply(t *testing.T) {
-	c := startCluster(t, nil)
-	cfg := applyManifests(t, c.client)
-	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, []byte(cfg.Data["config.yaml"]), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sc, err := options.LoadConfigFromFile(klog.Background(), path)
-	if err != nil {
-		t.Fatalf("load scheduler configuration: %v", err)
-	}
-	if err := validation.ValidateKubeSchedulerConfiguration(sc); err != nil {
-		t.Fatalf("scheduler configuration: %v", err)
-	}
-	found := false
-	for _, prof := range sc.Profiles {
-		for _, pc := range prof.PluginConfig {
-			if pc.Name == plugin.Name {
-				found = true
-				if _, err := plugin.DecodeArgs(pc.Args); err != nil {
-					t.Fatalf("WasmPolicy args: %v", err)
-				}
-			}
-		}
-	}
-	if !found {
-		t.Fatal("the configuration does not configure WasmPolicy")
-	}
 }
 
 // The built kube-scheduler binary runs from a configuration file as a

@@ -24,7 +24,8 @@ import (
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
-// schedulerAccount is the scheduler's service account in manifests/.
+// schedulerAccount is the scheduler's service account the chart creates
+// (release wasmsched; manifests/ is rendered from the chart).
 const schedulerAccount = "system:serviceaccount:" + policyNamespace + ":wasmsched-scheduler"
 
 // asSchedulerAccount returns a copy of cfg that acts as the scheduler's
@@ -59,7 +60,7 @@ func grants(rules []rbacv1.PolicyRule) map[string]bool {
 	return m
 }
 
-// With RBAC enforced and the manifests applied, the scheduler's service
+// With RBAC enforced and the chart (charts/wasmsched) installed, the scheduler's service
 // account can read the SchedulingPolicies and policy ConfigMaps in its
 // namespace, write the policies' status, update the status ConfigMap and
 // its own lease, and nothing else of that kind: no ConfigMap elsewhere, no
@@ -74,8 +75,9 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Fatalf("control plane: %v", err)
 	}
 	c := &cluster{t: t, cp: cp, client: cp.Client()}
-	applyManifests(t, c.client)
-	c.installCRD()
+	// The RBAC, configuration objects and CRD the chart renders, installed
+	// as helm install would.
+	c.installChart(nil)
 	spolicies := func(cfg *rest.Config, ns string) dynamic.ResourceInterface {
 		return dynamic.NewForConfigOrDie(cfg).Resource(api.GVR).Namespace(ns)
 	}
@@ -107,7 +109,7 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 	}
 
-	// The manifests' ClusterRole is upstream's, minus its lease rules: the
+	// The chart's ClusterRole is upstream's, minus its lease rules: the
 	// API server holds the upstream role of this Kubernetes version.
 	ours, err := c.client.RbacV1().ClusterRoles().Get(ctx, "wasmsched-scheduler", metav1.GetOptions{})
 	if err != nil {
