@@ -83,6 +83,9 @@ func (c *Cache) Put(module []byte) error {
 		_ = os.Remove(tmp.Name())
 		return fmt.Errorf("module cache: %w", err)
 	}
+	// The cache's own clock orders what prune drops.
+	now := timeNow()
+	_ = os.Chtimes(p, now, now)
 	c.prune()
 	return nil
 }
