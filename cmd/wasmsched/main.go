@@ -33,6 +33,10 @@ Usage:
     wasmsched rollback NAME [DIGEST] [--namespace NS] [--wait 1m] [--kubeconfig PATH]
     wasmsched status [--kubeconfig PATH] [--namespace NS] [-o table|json]
 
+  Through an OCI registry (docs/policy-oci.md):
+    wasmsched push --oci REGISTRY/REPO:TAG P.wasm [--settings JSON|@FILE] [--registry-ca FILE]
+    wasmsched pull REGISTRY/REPO[:TAG|@sha256:...] -o P.wasm [--registry-ca FILE]
+
   Without SchedulingPolicies (a static source: {configMap: N}):
     wasmsched pack P.wasm [--name N] [--namespace NS] [-o yaml|json]
     wasmsched push --configmaps P.wasm [--name N] [--namespace NS] [--settings JSON|@FILE] [--kubeconfig PATH]
@@ -72,6 +76,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runPack(args[1:], stdout, stderr)
 	case "push":
 		err = runPush(args[1:], stdout, stderr)
+	case "pull":
+		err = runPull(args[1:], stdout, stderr)
 	case "status":
 		err = runStatus(args[1:], stdout, stderr)
 	case "rollback":
