@@ -10,6 +10,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/wasmsched/wasmsched/host/source"
@@ -33,13 +37,25 @@ type ociFetcher struct {
 }
 
 func (f ociFetcher) fetch(ctx context.Context, ref, sha256 string) (source.Version, error) {
+	return f.fetchWith(ctx, ref, sha256, func(context.Context) (authn.Keychain, error) { return f.opts.Keychain, nil })
+}
+
+// fetchWith is fetch with the credentials keychain returns, asked only
+// when the module is not cached.
+func (f ociFetcher) fetchWith(ctx context.Context, ref, sha256 string, keychain func(context.Context) (authn.Keychain, error)) (source.Version, error) {
 	if f.cache != nil {
 		if v, err := f.cache.Get(sha256); err == nil {
 			v.Origin = "oci " + ref + " (" + v.Origin + ")"
 			return v, nil
 		}
 	}
-	v, err := source.FetchOCI(ctx, ref, sha256, f.opts)
+	opts := f.opts
+	k, err := keychain(ctx)
+	if err != nil {
+		return source.Version{}, fmt.Errorf("oci %s: %w", ref, err)
+	}
+	opts.Keychain = k
+	v, err := source.FetchOCI(ctx, ref, sha256, opts)
 	if err != nil {
 		return source.Version{}, err
 	}
@@ -104,4 +120,24 @@ func registryTransport(file string) (http.RoundTripper, error) {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	return t, nil
+}
+
+// pullSecret reads the dockerconfigjson Secret name in namespace as
+// registry credentials.
+func pullSecret(ctx context.Context, kube kubernetes.Interface, namespace, name string) (authn.Keychain, error) {
+	if kube == nil {
+		return nil, fmt.Errorf("pull secret %s/%s: no client to read it", namespace, name)
+	}
+	sec, err := kube.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("pull secret %s/%s: %w", namespace, name, err)
+	}
+	if sec.Type != v1.SecretTypeDockerConfigJson {
+		return nil, fmt.Errorf("pull secret %s/%s: of type %q, not %s", namespace, name, sec.Type, v1.SecretTypeDockerConfigJson)
+	}
+	k, err := source.DockerConfigKeychain(sec.Data[v1.DockerConfigJsonKey])
+	if err != nil {
+		return nil, fmt.Errorf("pull secret %s/%s: %w", namespace, name, err)
+	}
+	return k, nil
 }

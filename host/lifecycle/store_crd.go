@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -181,6 +182,10 @@ func (s *crdStore) update(ctx context.Context, name string, mutate func(*api.Sch
 // fetch reads a module from where the spec says it is.
 func (s *crdStore) fetch(ctx context.Context, _ string, m api.Module) (source.Version, error) {
 	switch {
+	case m.OCI != "" && m.PullSecret != "":
+		return s.oci.fetchWith(ctx, m.OCI, m.SHA256, func(ctx context.Context) (authn.Keychain, error) {
+			return pullSecret(ctx, s.kube, s.namespace, m.PullSecret)
+		})
 	case m.OCI != "":
 		return s.oci.fetch(ctx, m.OCI, m.SHA256)
 	case m.URL != "":

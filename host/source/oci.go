@@ -392,3 +392,35 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 }
 
 func (b *limitedBody) Close() error { return b.rc.Close() }
+
+// DockerConfigKeychain reads a kubernetes.io/dockerconfigjson Secret's
+// .dockerconfigjson ({"auths": {"REGISTRY": {"username", "password"} or
+// {"auth": base64 "user:password"}}}) as credentials for the registries it
+// names; other registries are anonymous.
+func DockerConfigKeychain(b []byte) (authn.Keychain, error) {
+	var cfg struct {
+		Auths map[string]authn.AuthConfig `json:"auths"`
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return nil, fmt.Errorf(".dockerconfigjson: %w", err)
+	}
+	if len(cfg.Auths) == 0 {
+		return nil, errors.New(".dockerconfigjson: no registry in auths")
+	}
+	k := dockerKeychain{}
+	for host, a := range cfg.Auths {
+		host = strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(host, "https://"), "http://"), "/")
+		host = strings.TrimSuffix(host, "/v1")
+		k[host] = a
+	}
+	return k, nil
+}
+
+type dockerKeychain map[string]authn.AuthConfig
+
+func (k dockerKeychain) Resolve(r authn.Resource) (authn.Authenticator, error) {
+	if a, ok := k[r.RegistryStr()]; ok {
+		return authn.FromConfig(a), nil
+	}
+	return authn.Anonymous, nil
+}

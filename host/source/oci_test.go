@@ -281,3 +281,15 @@ func TestOCIBadRegistry(t *testing.T) {
 		t.Fatalf("registry gone: %v", err)
 	}
 }
+
+func TestDockerConfigKeychainBadInput(t *testing.T) {
+	for in, want := range map[string]string{
+		`{`:                          ".dockerconfigjson: unexpected end of JSON input",
+		`{"auths":{}}`:               ".dockerconfigjson: no registry in auths",
+		`{"auths":{"r":{"auth":1}}}`: ".dockerconfigjson: json",
+	} {
+		if _, err := source.DockerConfigKeychain([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", in, err, want)
+		}
+	}
+}

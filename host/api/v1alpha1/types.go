@@ -82,6 +82,10 @@ type Module struct {
 	// prints it; docs/policy-oci.md). Pulled over HTTPS, then kept in the
 	// scheduler's module cache by SHA256.
 	OCI string `json:"oci,omitempty"`
+	// PullSecret is a kubernetes.io/dockerconfigjson Secret in the
+	// policy's namespace holding the registry's credentials for OCI (the
+	// scheduler needs get on exactly that Secret); empty: anonymous.
+	PullSecret string `json:"pullSecret,omitempty"`
 }
 
 // Mode is Enforce or Shadow.
