@@ -55,6 +55,20 @@ func TestOCIFetcherServesFromCacheWhenRegistryIsDown(t *testing.T) {
 	if err != nil || string(v.Module) != string(module) || v.Origin != "oci "+ref.String() {
 		t.Fatalf("cold pull: %v, origin %q", err, v.Origin)
 	}
+	// A static policy's source delivers the module once.
+	got := make(chan source.Version, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ociSource{f: ociFetcher{opts: opts, logger: klog.Background()}, ref: "oci://" + otherRef.String(), sha256: source.Digest(other)}.Run(ctx,
+			source.Handlers{Version: func(v source.Version) { got <- v }, Error: func(err error) { t.Errorf("static source: %v", err) }})
+	}()
+	if v := <-got; string(v.Module) != string(other) {
+		t.Errorf("static source delivered %q", v.Module)
+	}
+	cancel()
+	<-done
 	srv.Close()
 	// A new process: a new cache on the same directory.
 	cache2, err := source.OpenCache(dir)
