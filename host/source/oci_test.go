@@ -30,7 +30,7 @@ type ociRegistry struct {
 	hook func(w http.ResponseWriter, r *http.Request) bool
 }
 
-func newOCIRegistry(t *testing.T) *ociRegistry {
+func newOCIRegistry(t testing.TB) *ociRegistry {
 	t.Helper()
 	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	o := &ociRegistry{}
@@ -292,4 +292,38 @@ func TestDockerConfigKeychainBadInput(t *testing.T) {
 			t.Errorf("%s: %v, want %q", in, err, want)
 		}
 	}
+}
+
+// BenchmarkOCIPull: a 3 MB module (a Go guest's size) pulled from a
+// registry behind TLS on loopback (cold: what a scheduler does once per
+// module) and read back from the module cache (what it does after).
+func BenchmarkOCIPull(b *testing.B) {
+	o := newOCIRegistry(b)
+	module := testModule(3 << 20)
+	sum := source.Digest(module)
+	pinned, err := source.PushOCI(context.Background(), o.host+"/bench/m:v1", module, nil, o.opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cache, err := source.OpenCache(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cache.Put(module); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("registry", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := source.FetchOCI(context.Background(), pinned.String(), sum, o.opts); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("cache", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := cache.Get(sum); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
