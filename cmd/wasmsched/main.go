@@ -37,6 +37,10 @@ Usage:
     wasmsched explain [-n NS] POD [--node NODE] [--revision NAME=DIGEST]... [--policy NAME=FILE.wasm]... [-o table|json|yaml]
     wasmsched ui [--listen 127.0.0.1:8087] [--kubeconfig PATH]
 
+  Through an OCI registry (docs/policy-oci.md):
+    wasmsched push --oci REGISTRY/REPO:TAG P.wasm [--settings JSON|@FILE] [--registry-ca FILE]
+    wasmsched pull REGISTRY/REPO[:TAG|@sha256:...] -o P.wasm [--registry-ca FILE]
+
   Without SchedulingPolicies (a static source: {configMap: N}):
     wasmsched pack P.wasm [--name N] [--namespace NS] [-o yaml|json]
     wasmsched push --configmaps P.wasm [--name N] [--namespace NS] [--settings JSON|@FILE] [--kubeconfig PATH]
@@ -76,6 +80,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runPack(args[1:], stdout, stderr)
 	case "push":
 		err = runPush(args[1:], stdout, stderr)
+	case "pull":
+		err = runPull(args[1:], stdout, stderr)
 	case "status":
 		err = runStatus(args[1:], stdout, stderr)
 	case "rollback":

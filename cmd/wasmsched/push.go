@@ -29,6 +29,7 @@ import (
 const pushUsage = `Usage:
   wasmsched push P.wasm --name N [--namespace NS] [--settings JSON|@FILE] [--context KIND]... [--label KEY=VALUE]... [--keep K] [--wait DURATION] [--force] [--kubeconfig PATH]
   wasmsched push --configmaps P.wasm [--name N] [--namespace NS] [--settings JSON|@FILE] [--kubeconfig PATH]
+  wasmsched push --oci REF P.wasm [--settings JSON|@FILE] [--registry-ca FILE]
 
 Checks the module first, with its settings (--settings, else the
 SchedulingPolicy's) and the SchedulingPolicy's limits, through the code the
@@ -60,6 +61,12 @@ With --configmaps, writes the chunks N-0, N-1, ... of a policy a static
 scheduler configuration names with source: {configMap: N}, updating them in
 place, as before SchedulingPolicies.
 
+With --oci, publishes the module to an OCI registry as a policy artifact
+(REF: oci://REGISTRY/REPO:TAG, the scheme optional; docs/policy-oci.md) and
+prints the spec.module that names it pinned: the module's sha256 and the
+manifest's digest. Nothing is written to the cluster. Credentials come from
+the Docker config (~/.docker/config.json).
+
 `
 
 // gcGrace is how old an unreferenced module's chunks must be before push
@@ -87,6 +94,8 @@ func runPush(args []string, stdout, stderr io.Writer) error {
 	configMaps := fs.Bool("configmaps", false, "write fixed-name chunks N-i for source: {configMap: N} instead of a SchedulingPolicy")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long (not counting --wait)")
+	ociRef := fs.String("oci", "", "publish to this OCI reference (REGISTRY/REPO:TAG) instead of the cluster")
+	registryCA := fs.String("registry-ca", "", "with --oci: PEM file of CA certificates trusted besides the system roots")
 	pos, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -113,6 +122,18 @@ func runPush(args []string, stdout, stderr io.Writer) error {
 	module, err := os.ReadFile(path)
 	if err != nil {
 		return err
+	}
+	if *ociRef != "" {
+		if *configMaps || *force || *wait != 0 || len(labelFlags) > 0 {
+			return errors.New("--oci publishes to a registry: --configmaps, --force, --wait and --label do not apply")
+		}
+		opts, err := ociOptions(*registryCA, *timeout)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+		defer cancel()
+		return pushOCI(ctx, *ociRef, path, module, api.Revision{Settings: settings}, opts, stdout)
 	}
 	c, err := connect(*kubeconfig, *namespace)
 	if err != nil {

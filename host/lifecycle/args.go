@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
 	"github.com/wasmsched/wasmsched/host/clusterctx"
 	"github.com/wasmsched/wasmsched/host/engine"
 	"github.com/wasmsched/wasmsched/host/source"
@@ -50,6 +51,10 @@ type Args struct {
 	// (wasmsched.io/v1alpha1) in Namespace: adding, changing or removing
 	// one is a kubectl apply, never a restart (catalog.go).
 	SchedulingPolicies *PolicySelection `json:"schedulingPolicies,omitempty"`
+	// RegistryCA is a PEM file of CA certificates trusted, besides the
+	// system roots, by the registries modules are pulled from (oci://;
+	// docs/policy-oci.md).
+	RegistryCA string `json:"registryCA,omitempty"`
 	// Ceilings bound the limits a SchedulingPolicy may ask for; a
 	// resource over them is refused (its Rejected condition says why).
 	Ceilings *Ceilings `json:"ceilings,omitempty"`
@@ -129,7 +134,8 @@ type PolicyArgs struct {
 	OnDelete OnDelete `json:"onDelete,omitempty"`
 }
 
-// Source locates a module. Exactly one of File, ConfigMap and URL is set.
+// Source locates a module. Exactly one of File, ConfigMap, URL and OCI is
+// set.
 //
 // +k8s:deepcopy-gen=true
 type Source struct {
@@ -141,7 +147,11 @@ type Source struct {
 	// URL is an https:// address (http:// only to localhost, 127.0.0.1 or
 	// ::1), fetched once and pinned by SHA256, the module's sha256 as 64 hex
 	// digits. host/source's CheckURL holds the rules.
-	URL    string `json:"url,omitempty"`
+	URL string `json:"url,omitempty"`
+	// OCI is a policy artifact pinned by manifest digest,
+	// oci://REGISTRY/REPO@sha256:<64 hex>, pulled once over HTTPS and
+	// checked against SHA256 (docs/policy-oci.md).
+	OCI    string `json:"oci,omitempty"`
 	SHA256 string `json:"sha256,omitempty"`
 }
 
@@ -265,11 +275,11 @@ func Validate(a *Args) field.ErrorList {
 			errs = append(errs, field.Duplicate(path.Child("name"), p.Name))
 		}
 		seen[p.Name] = true
-		switch n := countSet(p.Source.File, p.Source.ConfigMap, p.Source.URL); {
+		switch n := countSet(p.Source.File, p.Source.ConfigMap, p.Source.URL, p.Source.OCI); {
 		case n == 0:
-			errs = append(errs, field.Required(path.Child("source"), "one of file, configMap or url is needed"))
+			errs = append(errs, field.Required(path.Child("source"), "one of file, configMap, url or oci is needed"))
 		case n > 1:
-			errs = append(errs, field.Invalid(path.Child("source"), p.Source, "only one of file, configMap and url may be set"))
+			errs = append(errs, field.Invalid(path.Child("source"), p.Source, "only one of file, configMap, url and oci may be set"))
 		}
 		if p.Source.ConfigMap != "" {
 			if err := source.ValidateName(p.Source.ConfigMap); err != nil {
@@ -287,8 +297,15 @@ func Validate(a *Args) field.ErrorList {
 					errs = append(errs, field.Invalid(f, pr.Value, detail))
 				}
 			}
+		} else if p.Source.OCI != "" {
+			if _, err := source.ParseOCIReference(p.Source.OCI); err != nil {
+				errs = append(errs, field.Invalid(path.Child("source", "oci"), p.Source.OCI, fmt.Sprintf("policy %q: %v", p.Name, err)))
+			}
+			if !api.ValidSHA256(strings.ToLower(p.Source.SHA256)) {
+				errs = append(errs, field.Invalid(path.Child("source", "sha256"), p.Source.SHA256, fmt.Sprintf("policy %q: the module's sha256 (64 hex digits) is needed with oci", p.Name)))
+			}
 		} else if p.Source.SHA256 != "" {
-			errs = append(errs, field.Invalid(path.Child("source", "sha256"), p.Source.SHA256, "only meaningful with url"))
+			errs = append(errs, field.Invalid(path.Child("source", "sha256"), p.Source.SHA256, "only meaningful with url or oci"))
 		}
 		switch p.Mode {
 		case ModeEnforce:

@@ -42,8 +42,11 @@ type Options struct {
 	// ModuleCache keeps the modules of static policies' last good
 	// revisions on disk; nil: DefaultModuleCache.
 	ModuleCache *source.Cache
+	// OCI is how registries are reached for modules named oci://...
+	// (zero: the system roots, anonymously).
+	OCI source.OCIOptions
 	// NewSource makes a static policy's source; nil: from its arguments
-	// (file, ConfigMaps, URL).
+	// (file, ConfigMaps, URL, OCI).
 	NewSource func(pa PolicyArgs) source.Source
 	Logger    klog.Logger
 }
@@ -80,6 +83,13 @@ func Start(args *Args, opts Options) (*Lifecycle, error) {
 	}
 	l := &Lifecycle{args: args, opts: opts, logger: opts.Logger.WithValues("namespace", args.Namespace), replica: replicaName()}
 	l.roster.Store(NewRoster(nil, nil))
+	if l.opts.OCI.Transport == nil && args.RegistryCA != "" {
+		t, err := registryTransport(args.RegistryCA)
+		if err != nil {
+			return nil, fmt.Errorf("%s: registryCA: %w", compose.Name, err)
+		}
+		l.opts.OCI.Transport = t
+	}
 	var st store
 	if args.SchedulingPolicies != nil {
 		if opts.Config == nil {
@@ -89,7 +99,12 @@ func Start(args *Args, opts Options) (*Lifecycle, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: dynamic client: %w", compose.Name, err)
 		}
-		st = newCRDStore(client, opts.Client, args, l.logger)
+		if l.opts.ModuleCache == nil {
+			l.opts.ModuleCache = DefaultModuleCache(l.logger)
+		}
+		cs := newCRDStore(client, opts.Client, args, l.logger)
+		cs.oci = l.ociFetcher()
+		st = cs
 		// Its policies report in their own status; the profile reports
 		// how it selects them.
 		l.statusCM = newStatusWriter(opts.Client, args.Namespace, opts.Profile, func() []*Slot { return nil }, args.SchedulingPolicies.DeepCopy())
@@ -106,6 +121,10 @@ func Start(args *Args, opts Options) (*Lifecycle, error) {
 	l.cat = newCatalog(ctx, l, st)
 	go l.statusCM.run(ctx)
 	return l, nil
+}
+
+func (l *Lifecycle) ociFetcher() ociFetcher {
+	return ociFetcher{cache: l.opts.ModuleCache, opts: l.opts.OCI, logger: l.logger}
 }
 
 // Roster returns the policies the profile runs now. A cycle reads it once

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -34,6 +35,7 @@ type crdStore struct {
 	selector  labels.Selector // nil: by name
 	ceil      *Ceilings
 	logger    klog.Logger
+	oci       ociFetcher
 
 	informer cache.SharedIndexInformer
 
@@ -180,6 +182,12 @@ func (s *crdStore) update(ctx context.Context, name string, mutate func(*api.Sch
 // fetch reads a module from where the spec says it is.
 func (s *crdStore) fetch(ctx context.Context, _ string, m api.Module) (source.Version, error) {
 	switch {
+	case m.OCI != "" && m.PullSecret != "":
+		return s.oci.fetchWith(ctx, m.OCI, m.SHA256, func(ctx context.Context) (authn.Keychain, error) {
+			return pullSecret(ctx, s.kube, s.namespace, m.PullSecret)
+		})
+	case m.OCI != "":
+		return s.oci.fetch(ctx, m.OCI, m.SHA256)
 	case m.URL != "":
 		return source.FetchURL(ctx, m.URL, m.SHA256)
 	case m.File != "":
@@ -190,7 +198,8 @@ func (s *crdStore) fetch(ctx context.Context, _ string, m api.Module) (source.Ve
 
 // keep: a SchedulingPolicy's modules stay where they are (immutable
 // chunks, which `wasmsched push` keeps while status.lastGood names them;
-// a pinned URL; a file of the image).
+// a pinned URL; a file of the image); modules from registries are in the
+// module cache since their pull.
 func (s *crdStore) keep(api.Revision, []byte) error { return nil }
 
 // eventRef is the SchedulingPolicy at its resource version, so that each

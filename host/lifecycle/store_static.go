@@ -108,6 +108,8 @@ func (s *staticStore) newSource(pa PolicyArgs) source.Source {
 		return source.NewConfigMaps(s.l.opts.Client, s.namespace, pa.Source.ConfigMap)
 	case pa.Source.URL != "":
 		return source.NewURL(pa.Source.URL, pa.Source.SHA256, nil) // nil: a client with a timeout
+	case pa.Source.OCI != "":
+		return ociSource{f: s.l.ociFetcher(), ref: pa.Source.OCI, sha256: pa.Source.SHA256}
 	}
 	return source.NewFile(pa.Source.File, filePoll)
 }

@@ -93,7 +93,9 @@ func TestCRD(t *testing.T) {
 	for _, tc := range []struct{ name, spec, want string }{
 		{"bad-digest", "  module: {sha256: ABC}\n", "spec.module.sha256"},
 		{"no-module", "  weight: 2\n", "spec.module: Required value"},
-		{"both", "  module: {sha256: " + digest + ", url: 'https://x/y', file: /a}\n", "set at most one of url and file"},
+		{"both", "  module: {sha256: " + digest + ", url: 'https://x/y', file: /a}\n", "set at most one of url, file and oci"},
+		{"url-oci", "  module: {sha256: " + digest + ", url: 'https://x/y', oci: 'oci://r.example/p@sha256:" + digest + "'}\n", "set at most one of url, file and oci"},
+		{"oci-tag", "  module: {sha256: " + digest + ", oci: 'oci://r.example/p:v1'}\n", "spec.module.oci"},
 		{"plain-http", "  module: {sha256: " + digest + ", url: 'http://example.com/p.wasm'}\n", "must be https://"},
 		{"relative", "  module: {sha256: " + digest + ", file: a.wasm}\n", "must be an absolute path"},
 		{"mode", "  module: {sha256: " + digest + "}\n  mode: Audit\n", `Unsupported value: "Audit"`},

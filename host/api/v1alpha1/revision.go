@@ -47,6 +47,9 @@ func RevisionOf(spec *SchedulingPolicySpec) Revision {
 func (r *Revision) computeKey() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "sha256=%s\nurl=%s\nfile=%s\n", r.Module.SHA256, r.Module.URL, r.Module.File)
+	if r.Module.OCI != "" {
+		fmt.Fprintf(h, "oci=%s\n", r.Module.OCI)
+	}
 	if r.Timeout != nil {
 		fmt.Fprintf(h, "timeout=%d\n", r.Timeout.Duration)
 	}

@@ -66,9 +66,10 @@ type SchedulingPolicySpec struct {
 }
 
 // Module names a module by digest and says where its bytes are: in
-// content-addressed chunk ConfigMaps in the policy's namespace (neither URL
-// nor File set; `wasmsched push` writes them), at a URL, or in a file of
-// the scheduler's image. The bytes must hash to SHA256 wherever they are.
+// content-addressed chunk ConfigMaps in the policy's namespace (none of
+// URL, File and OCI set; `wasmsched push` writes them), at a URL, in a file
+// of the scheduler's image, or in an OCI registry. The bytes must hash to
+// SHA256 wherever they are.
 type Module struct {
 	// SHA256 is the module's sha256, 64 lower-case hex digits.
 	SHA256 string `json:"sha256"`
@@ -76,6 +77,15 @@ type Module struct {
 	URL string `json:"url,omitempty"`
 	// File is an absolute path on the scheduler's file system.
 	File string `json:"file,omitempty"`
+	// OCI is a policy artifact in an OCI registry pinned by manifest
+	// digest, oci://REGISTRY/REPO@sha256:<64 hex> (`wasmsched push --oci`
+	// prints it; docs/policy-oci.md). Pulled over HTTPS, then kept in the
+	// scheduler's module cache by SHA256.
+	OCI string `json:"oci,omitempty"`
+	// PullSecret is a kubernetes.io/dockerconfigjson Secret in the
+	// policy's namespace holding the registry's credentials for OCI (the
+	// scheduler needs get on exactly that Secret); empty: anonymous.
+	PullSecret string `json:"pullSecret,omitempty"`
 }
 
 // Mode is Enforce or Shadow.
