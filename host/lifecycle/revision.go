@@ -256,7 +256,7 @@ func (e *entry) refuse(rev api.Revision, kind string, err error) {
 		e.slot.reject(rev.Module.SHA256, err)
 	}
 	if rev.Key == e.want.Key && kind != api.ReasonQuarantined {
-		e.c.event(e.sp, err, v1.EventTypeWarning, EventRejected, fmt.Sprintf("revision %s refused: %v; %s", rev.Short(), err, e.servingNote()))
+		e.c.event(e.sp, err, v1.EventTypeWarning, EventRejected, e.c.store.rejectedNote(e, rev, err))
 	}
 	e.c.status.touch(e.name)
 	if e.slot.hasVersion() {

@@ -54,6 +54,9 @@ type store interface {
 	// keep stores the module of a revision that became the last good one
 	// where a restart finds it, if the module's own place may not keep it.
 	keep(rev api.Revision, module []byte) error
+	// rejectedNote is the message of the Event that says rev was refused
+	// with err.
+	rejectedNote(e *entry, rev api.Revision, err error) string
 	// eventRef is the object Events about sp are posted on (err may name
 	// a more precise one); nil: none.
 	eventRef(sp *api.SchedulingPolicy, err error) *v1.ObjectReference

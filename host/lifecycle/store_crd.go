@@ -202,6 +202,10 @@ func (s *crdStore) fetch(ctx context.Context, _ string, m api.Module) (source.Ve
 // module cache since their pull.
 func (s *crdStore) keep(api.Revision, []byte) error { return nil }
 
+func (s *crdStore) rejectedNote(e *entry, rev api.Revision, err error) string {
+	return fmt.Sprintf("revision %s refused: %v; %s", rev.Short(), err, e.servingNote())
+}
+
 // eventRef is the SchedulingPolicy at its resource version, so that each
 // spec change starts its own Event series and the message shown is the
 // one about that spec, not the first ever.

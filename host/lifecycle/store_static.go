@@ -349,6 +349,15 @@ func (s *staticStore) keep(_ api.Revision, module []byte) error {
 	return nil
 }
 
+// rejectedNote is in the words operators of static policies know: the
+// upload, and the module that keeps serving.
+func (s *staticStore) rejectedNote(e *entry, _ api.Revision, err error) string {
+	if cur := e.slot.currentDigest(); cur != "" {
+		return fmt.Sprintf("policy %s: upload rejected, version %s keeps serving: %v", e.name, api.ShortDigest(cur), err)
+	}
+	return fmt.Sprintf("policy %s: upload rejected, no version serves: %v", e.name, err)
+}
+
 // eventRef is, for a policy from ConfigMaps, the chunk an error names or
 // its first chunk at the version's resource version (each upload starts
 // an Event series of its own); nil for files and URLs.

@@ -42,7 +42,7 @@ func TestDefaults(t *testing.T) {
 	}
 	want := []string{
 		"ServiceAccount/wasmsched-scheduler",
-		"ConfigMap/wasmsched-config", "ConfigMap/wasmsched-status",
+		"ConfigMap/wasmsched-config", "ConfigMap/wasmsched-status", "ConfigMap/wasmsched-policy-state",
 		"CustomResourceDefinition/schedulingpolicies.wasmsched.io",
 		"ClusterRole/wasmsched-scheduler",
 		"ClusterRoleBinding/wasmsched-scheduler", "ClusterRoleBinding/wasmsched-scheduler-as-volume-scheduler",

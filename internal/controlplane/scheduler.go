@@ -152,6 +152,7 @@ type PreparedScheduler struct {
 	// Scheduler is the scheduler, its profiles in Scheduler.Profiles.
 	Scheduler *scheduler.Scheduler
 	cancel    context.CancelFunc
+	stopOnce  sync.Once
 }
 
 // PrepareScheduler builds kube-scheduler from opts.ConfigFile (required)
@@ -182,8 +183,16 @@ func PrepareScheduler(ctx context.Context, opts SchedulerOptions) (*PreparedSche
 	return &PreparedScheduler{Scheduler: sched, cancel: cancel}, nil
 }
 
-// Stop stops the informers and the scheduler's background work.
-func (p *PreparedScheduler) Stop() { p.cancel() }
+// Stop stops the informers and the scheduler's background work, and closes
+// the profiles' plugins, as a running scheduler does when it stops (a
+// plugin that keeps state, such as WasmPolicy's probation marks, must see
+// the stop). Later calls do nothing.
+func (p *PreparedScheduler) Stop() {
+	p.stopOnce.Do(func() {
+		p.cancel()
+		_ = p.Scheduler.Profiles.Close()
+	})
+}
 
 func minimalSchedulerConfig(kubeconfig string) []byte {
 	// strconv.Quote gives a JSON string, which is valid YAML.
