@@ -199,11 +199,12 @@ func (s *staticStore) argsOf(sp *api.SchedulingPolicy) PolicyArgs {
 	return pa
 }
 
+// pending: the spec was taken before the source's first report (its
+// generation counts reports). It judges the spec the catalog holds, not
+// the store now: a report arriving between the two would otherwise make
+// an empty spec look like a broken upload.
 func (s *staticStore) pending(sp *api.SchedulingPolicy) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.byName[sp.Name]
-	return p.latest == nil && p.failure == nil
+	return sp.Generation == 0
 }
 
 // deactivated reports that the policy's source was deleted and its

@@ -52,7 +52,7 @@ var (
 	requeuedPods = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      subsystem,
 		Name:           "requeued_pods_total",
-		Help:           "Pods the plugin moved back to the active queue itself, by profile and cause: swap (a policy that rejected them changed), objects (a cluster object their rejecting policy reads changed) or usage (a pod stopped counting in the tenant usage their rejecting policy reads). Cluster events go through queueing hints and the scheduler's own queue metrics.",
+		Help:           "Pods the plugin moved back to the active queue itself, by profile and cause: swap (a policy that rejected them changed), objects (a cluster object their rejecting policy reads changed) usage (a pod stopped counting in the tenant usage their rejecting policy reads) or event (a node or pod event that a version declared after the profile was built, which the scheduler does not watch). Other cluster events go through queueing hints and the scheduler's own queue metrics.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"profile", "cause"})
 

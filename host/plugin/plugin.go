@@ -63,6 +63,9 @@ type Plugin struct {
 	// eventRequests memoises the requests of the pods of the event the
 	// queue's hints are asked about (requeue.go).
 	eventRequests requestsMemo
+	// registered is the eventSet EventsToRegister gave the framework, with
+	// evRegistered set once it did (events.go).
+	registered atomic.Uint32
 }
 
 var (
@@ -99,6 +102,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	pl := &Plugin{handle: h, cluster: acquireContext(h), runs: map[*lifecycle.Slot]*policyRun{}}
 	pl.unsubscribe = pl.cluster.subscribe(pl)
 	pl.trackPods()
+	pl.coverEvents()
 	opts := lifecycle.Options{Profile: profileName(h), Bind: pl.cluster.bind, OnSwap: pl.requeueRejectedBy,
 		Logger: klog.FromContext(ctx).WithName(Name)}
 	if h != nil {

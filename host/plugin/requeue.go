@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"bytes"
-	"context"
 	"maps"
 	"slices"
 	"sync"
@@ -215,21 +214,6 @@ func (pl *Plugin) activate(cause string, match func(*rejection) bool) {
 		requeuedPods.WithLabelValues(profileName(pl.handle), cause).Add(float64(len(pods)))
 		pl.handle.Activate(klog.Background(), pods)
 	}
-}
-
-// EventsToRegister registers the cluster events that can change a policy's
-// verdict, each with a queueing hint that asks the policies that rejected
-// the pod whether they declared the event (PolicyInfo.requeue). A pod
-// rejected by a policy that declared nothing is retried on every one of
-// them, as a policy's rules may read anything of nodes and pods.
-func (pl *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
-	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add}, QueueingHintFn: pl.hintNodeAdded},
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Update}, QueueingHintFn: pl.hintNodeUpdated},
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: pl.hintPodAdded},
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}, QueueingHintFn: pl.hintPodDeleted},
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Update}, QueueingHintFn: pl.hintPodUpdated},
-	}, nil
 }
 
 // hint answers for pod, rejected earlier: Queue when a policy that
