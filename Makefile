@@ -42,7 +42,7 @@ RACE_PKGS     := ./host ./host/compose ./host/convert ./host/engine ./host/eval 
 # PKGS but RACE_PKGS, as import paths (evaluated only by make test).
 PLAIN_PKGS     = $(filter-out $(shell $(GO) list $(RACE_PKGS)),$(shell $(GO) list $(PKGS)))
 
-.PHONY: dist chart image image-all image-ci minors default-minor smoke k8s-mods check-k8s-mods all build build-cli build-up build-scheduler examples test-scenarios generate generate-abi generate-deepcopy generate-manifests check-generate protoc test test-short vet bench bench-full bench-host perf run clean fuzz fuzz-long tinygo chromium examples-tinygo test-tinygo sdk-proxy sdk-tidy
+.PHONY: dist chart image image-all image-ci minors default-minor smoke k8s-mods check-k8s-mods all build build-cli build-up build-scheduler examples test-scenarios generate generate-abi generate-deepcopy generate-manifests check-generate protoc test test-short vet bench bench-full bench-huge bench-host perf run clean fuzz fuzz-long tinygo chromium examples-tinygo test-tinygo sdk-proxy sdk-tidy
 
 all: build examples
 
@@ -348,6 +348,7 @@ fuzz-long:
 ## batching and requeue lines and the ratios. Results and logs in bin/perf/quick.
 ## bench-full: the 5000-node workloads (gpu, basic, quota, churn), one round (bin/perf/full),
 ## every profile, TinyGo included (a case labelled slow would be left out; none is).
+## bench-huge: the GPU mix at 15 000 nodes (bin/perf/huge), every profile, one round; not in CI.
 ## ROUNDS overrides the rounds; PERF_FLAGS adds test binary flags
 ## (-test.cpuprofile=/abs/path, -perf-scheduling-label-filter=full,gpu).
 PERF_OUT   ?= $(BIN)/perf
@@ -357,6 +358,9 @@ bench: $(TOOLS)/etcd
 
 bench-full: $(TOOLS)/etcd
 	$(MAKE) --no-print-directory perf PERF_SET=full PERF_FILTER=full,-slow PERF_WORKLOADS="gpu basic quota churn" PERF_TIMEOUT=60m PERF_ROUNDS=$(or $(ROUNDS),1)
+
+bench-huge: $(TOOLS)/etcd
+	$(MAKE) --no-print-directory perf PERF_SET=huge PERF_FILTER=huge PERF_WORKLOADS=gpu PERF_TIMEOUT=180m PERF_ROUNDS=$(or $(ROUNDS),1)
 
 perf:
 	@PATH="$(TOOLS):$$PATH" GO="$(GO)" WORKLOADS="$(or $(PERF_WORKLOADS),gpu basic)" test/perf/run.sh $(PERF_OUT)/$(PERF_SET) \

@@ -271,7 +271,8 @@ profiles:
 //     40 GiB, half notebooks that accept shared GPUs. Pods arrive mixed, in
 //     ten rounds. At 5000 nodes it measures 5000 pods, not 10000: nearly
 //     every GPU pod is filtered against every node, which makes it the
-//     slowest workload by far.
+//     slowest workload by far. At 15 000 nodes (label huge, make
+//     bench-huge only) it measures the same 5000 pods.
 //   - Quota: tenants as namespaces under the quota rules, quotas in the
 //     profile's settings (quota_perf_test.go). Every tenant first places
 //     its share of the initial pods (20000 at 5000 nodes), then the
@@ -350,6 +351,9 @@ var workloads = template.Must(template.New("workloads").Parse(`
   - name: 5000Nodes_5000Pods
     labels: [performance, full]
     params: {cpuNodes: 4000, a100Nodes: 750, t4Nodes: 250, initPods: 1000, train: 83, notebook: 83, cpu: 334}
+  - name: 15000Nodes_5000Pods
+    labels: [performance, huge]
+    params: {cpuNodes: 12000, a100Nodes: 2250, t4Nodes: 750, initPods: 3000, train: 83, notebook: 83, cpu: 334}
 {{- end}}
 {{- range .Cases}}
 - name: Basic_{{.Case}}

@@ -192,6 +192,82 @@ func main() {
 	} else {
 		printSummary(os.Stdout, rows)
 	}
+	printRatios(os.Stdout, rows, *markdown)
+}
+
+// printRatios prints one table of every workload's WASM/native ratios for
+// both toolchains: throughput (each round's in brackets, runs paired by
+// round), guest linear memory per instance at the end, and peak RSS over
+// native's.
+func printRatios(w io.Writer, rows []*row, markdown bool) {
+	names, by := workloads(rows)
+	wasm := profileOrder[2:]
+	cells := [][]string{{"workload"}}
+	for _, p := range wasm {
+		cells[0] = append(cells[0], p+" / native (rounds)", p+" guest MiB/instance", p+" RSS / native")
+	}
+	for _, name := range names {
+		native := by[name]["native"]
+		if native == nil || native.throughput["Average"] == 0 {
+			continue
+		}
+		line := []string{name}
+		any := false
+		for _, p := range wasm {
+			r := by[name][p]
+			if r == nil || len(r.runs) == 0 {
+				line = append(line, "-", "-", "-")
+				continue
+			}
+			any = true
+			var rounds []string
+			for i, rn := range r.runs {
+				if i < len(native.runs) && native.runs[i].throughput["Average"] > 0 {
+					rounds = append(rounds, fmt.Sprintf("%.2f", rn.throughput["Average"]/native.runs[i].throughput["Average"]))
+				}
+			}
+			mem, rss := "-", "-"
+			if r.extra.Instances > 0 {
+				mem = fmt.Sprintf("%.1f", mib(r.extra.GuestMemory)/float64(r.extra.Instances))
+			}
+			if native.extra.PeakRSS > 0 {
+				rss = fmt.Sprintf("%.2f", float64(r.extra.PeakRSS)/float64(native.extra.PeakRSS))
+			}
+			line = append(line, fmt.Sprintf("%.2f [%s]", r.throughput["Average"]/native.throughput["Average"], strings.Join(rounds, " ")), mem, rss)
+		}
+		if any {
+			cells = append(cells, line)
+		}
+	}
+	if len(cells) == 1 {
+		return
+	}
+	fmt.Fprintln(w)
+	if markdown {
+		fmt.Fprintln(w, "### Ratios")
+		fmt.Fprintln(w)
+		for i, c := range cells {
+			fmt.Fprintln(w, "| "+strings.Join(c, " | ")+" |")
+			if i == 0 {
+				fmt.Fprintln(w, "|---"+strings.Repeat("|---:", len(c)-1)+"|")
+			}
+		}
+		return
+	}
+	fmt.Fprintln(w, "Ratios (throughput wasm/native, each round's in brackets; guest memory per instance; peak RSS over native's):")
+	widths := make([]int, len(cells[0]))
+	for _, c := range cells {
+		for i, v := range c {
+			widths[i] = max(widths[i], len(v))
+		}
+	}
+	for _, c := range cells {
+		var b strings.Builder
+		for i, v := range c {
+			fmt.Fprintf(&b, "%-*s  ", widths[i], v)
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
 }
 
 // load reads the results in dir: scheduler_perf's files and extra.json of

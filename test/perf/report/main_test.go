@@ -53,3 +53,21 @@ func TestGuestTime(t *testing.T) {
 		t.Fatalf("guestTime = %q, want %q", got, want)
 	}
 }
+
+// TestRatios: one line per workload with both toolchains, each round's
+// ratio against native's run of the same round, memory per instance and
+// RSS over native's.
+func TestRatios(t *testing.T) {
+	tp := func(v float64) *run { return &run{throughput: map[string]float64{"Average": v}} }
+	native := &row{workload: "GPU 500Nodes", profile: "native", runs: []*run{tp(100), tp(80)},
+		throughput: map[string]float64{"Average": 90}, extra: extra{PeakRSS: 400 << 20}}
+	goRow := &row{workload: "GPU 500Nodes", profile: "wasm-go", runs: []*run{tp(95), tp(80)},
+		throughput: map[string]float64{"Average": 87.5}, extra: extra{PeakRSS: 500 << 20, Instances: 4, GuestMemory: 40 << 20}}
+	var out bytes.Buffer
+	printRatios(&out, []*row{native, goRow}, false)
+	for _, want := range []string{"wasm-tinygo / native (rounds)", "GPU 500Nodes", "0.97 [0.95 1.00]", "10.0", "1.25"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("ratios lack %q:\n%s", want, out.String())
+		}
+	}
+}
