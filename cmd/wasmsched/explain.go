@@ -185,7 +185,11 @@ type whatIfResult struct {
 
 func printExplain(w io.Writer, r *explain.Result, total, offset int, wi *whatIfResult) error {
 	fmt.Fprintf(w, "pod %s/%s: %s\n", r.Namespace, r.Name, explain.Note)
-	fmt.Fprintf(w, "profile %s: %s\n", r.Profile, policyLine(r))
+	kind := ""
+	if r.Static {
+		kind = " (static policies, as replica " + r.Replica + " reports them)"
+	}
+	fmt.Fprintf(w, "profile %s%s: %s\n", r.Profile, kind, policyLine(r))
 	for _, s := range r.Skipped {
 		fmt.Fprintf(w, "  not evaluated: %s: %s\n", s.Name, oneLineMsg(s.Reason))
 	}
@@ -270,6 +274,9 @@ func policyLine(r *explain.Result) string {
 	var parts []string
 	for _, p := range r.Policies {
 		s := fmt.Sprintf("%s %s (weight %d, failurePolicy %s", p.Name, p.Short(), p.Weight, p.FailurePolicy)
+		if p.Source != "" {
+			s += ", " + p.Source
+		}
 		if p.WhatIf != "" {
 			s += ", what-if " + p.WhatIf
 		}

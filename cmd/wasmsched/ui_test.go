@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"image"
 	_ "image/jpeg"
 	"image/png"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +19,9 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/wasmsched/wasmsched/host/explain"
 	"github.com/wasmsched/wasmsched/host/source"
@@ -273,3 +278,140 @@ func checkScreenshot(t *testing.T, shot []byte) {
 }
 
 var _ = png.Decode // PNG decoder registered for image.Decode
+
+// manyNodes is how many nodes testUIManyNodes adds to the demo's six.
+const manyNodes = 400
+
+// hostileLabel is a node label value holding markup.
+const hostileLabel = `<img src=x onerror="window.__pwned=3">`
+
+// testUIManyNodes adds manyNodes nodes in four zones and five pools (one
+// pool's value is markup) and checks, in the browser, that the page stays
+// readable: the heat map grouped by zone and then by pool, the table paged,
+// sorted and searched; the label's markup shown as text; and that a
+// server bounded below the cluster's size says so rather than show part of
+// it.
+func testUIManyNodes(t *testing.T, ec *explainCluster) {
+	ctx := context.Background()
+	alloc := v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("32Gi"), v1.ResourcePods: resource.MustParse("110")}
+	for i := range manyNodes {
+		pool := fmt.Sprintf("p%d", i%5)
+		if i%5 == 4 {
+			pool = hostileLabel
+		}
+		name := fmt.Sprintf("m-%03d", i)
+		n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name,
+			"topology.kubernetes.io/zone": fmt.Sprintf("zone-%c", 'a'+i%4), "pool": pool}},
+			Status: v1.NodeStatus{Capacity: alloc.DeepCopy(), Allocatable: alloc,
+				Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady"}}}}
+		if _, err := ec.client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := manyNodes + 6
+
+	c, err := connect(ec.kubeconfig, demo.PolicyNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := startUI(t, &explain.Client{Kube: c.client, Dynamic: c.dyn, Namespace: demo.PolicyNamespace})
+	ctx = browser(t)
+	do := func(steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(sel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	do(chromedp.Navigate(url), chromedp.WaitVisible(`#pods button[data-pod="demo/web-1"]`),
+		chromedp.Click(`#pods button[data-pod="demo/web-1"]`), chromedp.WaitReady(`body[data-explained="demo/web-1"]`))
+	if msg := evalJS[string](t, ctx, `document.getElementById('error').hidden ? '' : document.getElementById('error').textContent`); msg != "" {
+		t.Fatalf("the page shows an error: %s", msg)
+	}
+	t.Logf("%d nodes: %s", total, evalJS[string](t, ctx, `(() => { const n = performance.getEntriesByType('navigation')[0];
+		const r = performance.getEntriesByType('resource').filter(e => e.name.includes('/api/explain')).pop();
+		return 'document loaded in ' + n.duration.toFixed(0) + ' ms; explain answer ' + r.duration.toFixed(0) + ' ms, ' + r.transferSize + ' bytes (' + r.decodedBodySize + ' decoded)'; })()`))
+
+	// Grouped by zone: four zones, every node drawn once.
+	groups := evalJS[[]string](t, ctx, `[...document.querySelectorAll('#heatmap .group')].map(g => g.dataset.group)`)
+	if !slices.Equal(groups, []string{"zone-a", "zone-b", "zone-c", "zone-d"}) {
+		t.Errorf("heat map groups %v, want the four zones", groups)
+	}
+	if n := evalJS[int](t, ctx, `document.querySelectorAll('#heatmap .cell').length`); n != total {
+		t.Errorf("heat map draws %d cells, want %d", n, total)
+	}
+	// The table is paged: 100 rows at a time.
+	if got := text(`#page-info`); got != fmt.Sprintf("nodes 1–100 of %d", total) {
+		t.Errorf("page info %q", got)
+	}
+	if first := text(`#table tbody tr[data-node]:first-child td:first-child`); first != evalJS[string](t, ctx, `document.querySelector('#table tbody tr.chosen td').textContent`) {
+		t.Errorf("sorted by score, the first row is %q, not the chosen node", first)
+	}
+	do(chromedp.Click(`#next-page`))
+	if got := text(`#page-info`); got != fmt.Sprintf("nodes 101–200 of %d", total) {
+		t.Errorf("next page: page info %q", got)
+	}
+	// Sorted by name.
+	do(chromedp.SetValue(`#c-sort`, "name"), chromedp.Evaluate[chromedp.Void](`document.getElementById('c-sort').dispatchEvent(new Event('change'))`))
+	if rows := evalJS[[]string](t, ctx, `[...document.querySelectorAll('#table tbody tr[data-node]')].slice(0, 3).map(r => r.dataset.node)`); !slices.Equal(rows, []string{"a-cpu-1", "a-gpu-1", "b-cpu-1"}) {
+		t.Errorf("sorted by name, the table starts %v", rows)
+	}
+	// A search keeps the matching nodes in the table and dims the rest of
+	// the heat map.
+	do(chromedp.SendKeys(`#c-search`, "m-12"))
+	if rows := evalJS[int](t, ctx, `document.querySelectorAll('#table tbody tr[data-node]').length`); rows != 10 {
+		t.Errorf("search m-12: %d rows, want 10", rows)
+	}
+	if lit := evalJS[int](t, ctx, `document.querySelectorAll('#heatmap .cell:not(.dim)').length`); lit != 10 {
+		t.Errorf("search m-12: %d cells not dimmed, want 10", lit)
+	}
+	// Grouped by pool, whose values include markup: shown as text.
+	do(chromedp.Evaluate[chromedp.Void](`document.getElementById('c-search').value = ''`),
+		chromedp.SetValue(`#c-group`, "pool"),
+		chromedp.Evaluate[chromedp.Void](`document.body.removeAttribute('data-explained'); document.getElementById('c-group').dispatchEvent(new Event('change'))`),
+		chromedp.WaitReady(`body[data-explained="demo/web-1"]`))
+	groups = evalJS[[]string](t, ctx, `[...document.querySelectorAll('#heatmap .group')].map(g => g.dataset.group)`)
+	if len(groups) != 6 || !slices.Contains(groups, hostileLabel) || !slices.Contains(groups, "(no pool)") {
+		t.Errorf("grouped by pool: %q", groups)
+	}
+	if !strings.Contains(text(`#heatmap`), hostileLabel) {
+		t.Error("the heat map does not show the hostile label value as text")
+	}
+	if n := evalJS[int](t, ctx, `document.querySelectorAll('img').length`); n != 0 || evalJS[bool](t, ctx, `window.__pwned !== undefined`) {
+		t.Errorf("a label's markup became %d elements or ran", n)
+	}
+
+	// A cluster larger than the server's bound: refused, saying so.
+	small := startUI(t, &explain.Client{Kube: c.client, Dynamic: c.dyn, Namespace: demo.PolicyNamespace, MaxNodes: 100})
+	do(chromedp.Navigate(small), chromedp.WaitVisible(`#error`))
+	if msg := text(`#error`); !strings.Contains(msg, "the cluster has more than 100 nodes, more than explain evaluates at once") {
+		t.Errorf("bounded server: the page shows %q", msg)
+	}
+}
+
+// startUI serves the page for x on a free loopback port until the test
+// ends, and returns its address.
+func startUI(t *testing.T, x *explain.Client) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serveUI(sctx, ln, x, io.Discard) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("ui: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String() + "/"
+}
