@@ -76,16 +76,18 @@ func TestExplain(t *testing.T) {
 		}
 	})
 	t.Run("failing policies", func(t *testing.T) {
-		for _, c := range []struct{ pod, want string }{
-			{"trap-pod", "trap"}, {"loop-pod", "loop"}, {"oom-pod", "oom"},
+		for _, c := range []struct{ pod, want, failure string }{
+			{"trap-pod", "trap", "filter: wasm error: unreachable: panic: probe: deliberate panic in filter"},
+			{"loop-pod", "loop", "filter: deadline of 500ms exceeded"},
+			{"oom-pod", "oom", "limit 58720256 of memoryLimit 67108864: the memory limit was reached"},
 		} {
 			code, out, errs := ec.explainCLI("-n", "demo", c.pod)
 			t.Logf("%s: %s", c.pod, out)
 			if code != 0 {
 				t.Fatalf("%s: exit %d: %s", c.pod, code, errs)
 			}
-			if !strings.Contains(out, "policy failure: policy "+c.want) {
-				t.Errorf("%s: no failure of policy %s reported", c.pod, c.want)
+			if !strings.Contains(out, "policy failure: policy "+c.want+"@") || !strings.Contains(out, c.failure) {
+				t.Errorf("%s: no failure of policy %s reported (%s)", c.pod, c.want, c.failure)
 			}
 			if !strings.Contains(out, "not evaluated: broken: no revision serves") {
 				t.Errorf("%s: the broken policy is not reported", c.pod)

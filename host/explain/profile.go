@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -300,12 +301,25 @@ func names(ps []Policy) string {
 	return strings.Join(n, ", ")
 }
 
-// Fetch reads a revision's module from where it says it is, as the
-// scheduler does, checked against its digest.
+// Fetch reads a SchedulingPolicy revision's module from where it says it
+// is, as the scheduler does, checked against its digest: a URL, a file,
+// an OCI artifact (this machine's module cache first, then the registry
+// with the user's own credentials, ~/.docker/config.json), or the
+// content-addressed chunks of c.Namespace. `wasmsched explain` and `wasmsched
+// diff` share it.
 func (c *Client) Fetch(ctx context.Context, rev api.Revision) ([]byte, error) {
 	var v source.Version
 	var err error
 	switch m := rev.Module; {
+	case m.OCI != "":
+		// As the scheduler: a module cache first (this machine's), then
+		// the registry, with the user's registry credentials.
+		for _, cache := range localModuleCaches() {
+			if v, err := cache.Get(m.SHA256); err == nil {
+				return v.Module, nil
+			}
+		}
+		v, err = source.FetchOCI(ctx, m.OCI, m.SHA256, source.OCIOptions{Keychain: authn.DefaultKeychain})
 	case m.URL != "":
 		v, err = source.FetchURL(ctx, m.URL, m.SHA256)
 	case m.File != "":

@@ -358,7 +358,8 @@ document.addEventListener("DOMContentLoaded", () => {
   $("f-search").addEventListener("input", () => { clearTimeout(t); t = setTimeout(() => loadPods(false), 200); });
   $("more-pods").addEventListener("click", () => loadPods(true));
   $("c-group").addEventListener("change", explainSelected);
-  for (const id of ["c-color", "c-sort"]) $(id).addEventListener("change", () => { state.sortKey = "score"; state.page = 0; renderHeatmap(); renderTable(); });
+  // The sort menu's orders: names A to Z, scores highest first.
+  for (const id of ["c-color", "c-sort"]) $(id).addEventListener("change", () => { state.sortKey = "score"; state.sortDir = $("c-sort").value === "name" ? 1 : -1; state.page = 0; renderHeatmap(); renderTable(); });
   $("c-search").addEventListener("input", () => { state.page = 0; renderHeatmap(); renderTable(); });
   $("prev-page").addEventListener("click", () => { state.page--; renderTable(); });
   $("next-page").addEventListener("click", () => { state.page++; renderTable(); });
