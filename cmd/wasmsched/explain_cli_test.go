@@ -35,6 +35,15 @@ func TestExplain(t *testing.T) {
 			}
 		}
 	})
+	t.Run("one node", func(t *testing.T) {
+		// The operator's guide's example.
+		code, out, errs := ec.explainCLI("-n", "demo", "train-h100", "--node", "a-gpu-1")
+		t.Logf("%s", out)
+		if code != 0 || !strings.Contains(out, "pod demo/train-h100 on node a-gpu-1: ") ||
+			!strings.Contains(out, "gpu: wrong GPU product: want NVIDIA-H100-80GB-HBM3, node has NVIDIA-A100-SXM4-80GB") {
+			t.Errorf("--node a-gpu-1: exit %d: %s", code, errs)
+		}
+	})
 	t.Run("bound", func(t *testing.T) {
 		code, out, errs := ec.explainCLI("demo/web-1", "-o", "json", "--limit", "0")
 		if code != 0 {
@@ -176,6 +185,14 @@ func TestExplain(t *testing.T) {
 		code, _, errs = runCLI("explain", "demo/space-1", "--kubeconfig", more, "--scheduler-namespace", "wasmsched-system")
 		if code != 1 || !strings.Contains(errs, "may not list nodes at cluster scope") {
 			t.Errorf("static profile, pods and configmaps: exit %d: %s", code, errs)
+		}
+		// All but the kind the quota policy reads.
+		most := ec.restricted(t, "noquotas", []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods", "configmaps", "nodes"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{"wasmsched.io"}, Resources: []string{"schedulingpolicies"}, Verbs: []string{"get", "list"}}})
+		code, _, errs = runCLI("explain", "team-a/qa-2", "--kubeconfig", most, "--scheduler-namespace", "wasmsched-system")
+		if code != 1 || !strings.Contains(errs, "may not list elasticquotas.scheduling.x-k8s.io at cluster scope: it needs the right to list elasticquotas.scheduling.x-k8s.io") {
+			t.Errorf("no right to the quota policy's objects: exit %d: %s", code, errs)
 		}
 	})
 	t.Run("readme", func(t *testing.T) { checkREADMEExplain(t, ec) })

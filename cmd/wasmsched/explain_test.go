@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -373,6 +374,19 @@ func (ec *explainCluster) restricted(t *testing.T, user string, rules []rbacv1.P
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// The authorizer learns of the role from its informer: wait until it
+	// grants the first rule.
+	for len(rules) > 0 {
+		sar, err := ec.client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "demo", Verb: rules[0].Verbs[0], Group: rules[0].APIGroups[0], Resource: rules[0].Resources[0]}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	cfg := rest.CopyConfig(ec.cp.RestConfig())
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}

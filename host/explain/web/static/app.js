@@ -95,22 +95,29 @@ async function explainSelected() {
   if (state.whatif) q.set("whatif", state.whatif);
   if (state.whatif && state.settings) q.set("settings", state.settings);
   $("main").setAttribute("aria-busy", "true");
+  // Only the latest request's answer is shown: an earlier one (another
+  // pod, another label to group by, the what-if before) arriving late is
+  // dropped.
+  const mine = state.seq = (state.seq || 0) + 1;
   try {
     const res = await api("/api/explain?" + q);
-    if (state.selected !== ns + "/" + name) return; // another pod was chosen meanwhile
+    if (mine !== state.seq) return;
     state.result = res;
     showError(null);
     render();
     loadRevisions(res.profile);
   } catch (e) {
+    if (mine !== state.seq) return;
     state.result = null;
     $("explanation").hidden = true;
     showError(e);
   } finally {
-    $("main").removeAttribute("aria-busy");
-    // Tests (and curious readers) wait on this: the pod and what-if the
-    // view now shows, an answer or an error.
-    document.body.setAttribute("data-explained", state.selected + (state.whatif ? "|" + state.whatif : ""));
+    if (mine === state.seq) {
+      $("main").removeAttribute("aria-busy");
+      // Tests (and curious readers) wait on this: the pod and what-if the
+      // view now shows, an answer or an error.
+      document.body.setAttribute("data-explained", state.selected + (state.whatif ? "|" + state.whatif : ""));
+    }
   }
 }
 
