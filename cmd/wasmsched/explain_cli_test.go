@@ -250,7 +250,7 @@ func testExplainStatic(t *testing.T, ec *explainCluster) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	for _, want := range []string{"profile static (static policies, as replica ", "nodepin ", "(weight 2, failurePolicy Fail, file ",
-		"edge ", "(weight 1, failurePolicy Ignore, configMap edge)", "zone ", ", url http://127.0.0.1:",
+		"edge ", "(weight 1, failurePolicy Ignore, configMap edge)", "zone ", ", url http://127.0.0.1:", "gang ", ", oci oci://127.0.0.1:",
 		"not evaluated: missing: no revision serves", "/nonexistent/missing.wasm",
 		"now: bound to c-cpu-2", "policies would choose: c-cpu-2 (where it is)",
 		"edge: not an edge node: space workloads (annotation type=space) need label kubernetes.io/role=edge",
@@ -267,7 +267,7 @@ func testExplainStatic(t *testing.T, ec *explainCluster) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}
-	if !res.Static || len(res.Policies) != 3 || res.Policies[1].Source != "configMap edge" || res.Chosen != "c-cpu-2" {
+	if !res.Static || len(res.Policies) != 4 || res.Policies[1].Source != "configMap edge" || res.Chosen != "c-cpu-2" {
 		t.Errorf("-o json: static %v, policies %+v, chosen %q", res.Static, res.Policies, res.Chosen)
 	}
 

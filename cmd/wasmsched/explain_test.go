@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/registry"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -221,7 +224,7 @@ func startExplainCluster(t *testing.T) *explainCluster {
 	if _, err := client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitStaticServing(t, client, "nodepin", "edge", "zone")
+	waitStaticServing(t, client, "nodepin", "edge", "zone", "gang")
 	space := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "space-1", Namespace: demo.Namespace, Annotations: map[string]string{"type": "space"}},
 		Spec: v1.PodSpec{SchedulerName: "static", Containers: []v1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10"}}}}
 	if _, err := client.CoreV1().Pods(demo.Namespace).Create(ctx, space, metav1.CreateOptions{}); err != nil {
@@ -242,8 +245,9 @@ func startExplainCluster(t *testing.T) *explainCluster {
 
 // staticPolicies are the static profile's policies, one per kind of
 // source: nodepin from a file, edge from ConfigMaps (written here), zone
-// from a URL (served here on loopback), and "missing", whose file does not
-// exist (nothing serves it; failurePolicy Ignore leaves it out).
+// from a URL (served here on loopback), gang from an OCI registry (here,
+// on loopback), and "missing", whose file does not exist (nothing serves
+// it; failurePolicy Ignore leaves it out).
 func staticPolicies(t *testing.T, ctx context.Context, client kubernetes.Interface) []any {
 	t.Helper()
 	edge, err := os.ReadFile(testwasm.Path(t, "examples/edge"))
@@ -265,12 +269,25 @@ func staticPolicies(t *testing.T, ctx context.Context, client kubernetes.Interfa
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(zone) }))
 	t.Cleanup(srv.Close)
+	// gang from an OCI registry on loopback (plain HTTP).
+	gang, err := os.ReadFile(testwasm.Path(t, "examples/gang"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(reg.Close)
+	ref, err := source.PushOCI(ctx, strings.TrimPrefix(reg.URL, "http://")+"/policies/gang:v1", gang, nil, source.OCIOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return []any{
 		map[string]any{"name": "nodepin", "source": map[string]any{"file": testwasm.Path(t, "examples/nodepin")}, "weight": 2,
 			"settings": map[string]any{"nodes": []any{"a-cpu-1", "c-cpu-2"}}},
 		map[string]any{"name": "edge", "source": map[string]any{"configMap": "edge"}, "failurePolicy": "Ignore"},
 		map[string]any{"name": "zone", "source": map[string]any{"url": srv.URL + "/zone.wasm", "sha256": source.Digest(zone)},
 			"settings": map[string]any{"groupLabel": "app", "maxSkew": 1}},
+		map[string]any{"name": "gang", "source": map[string]any{"oci": "oci://" + ref.String(), "sha256": source.Digest(gang)},
+			"settings": map[string]any{"timeoutSeconds": 10}},
 		map[string]any{"name": "missing", "source": map[string]any{"file": "/nonexistent/missing.wasm"}, "failurePolicy": "Ignore"},
 	}
 }

@@ -222,8 +222,13 @@ func testUI(t *testing.T, ec *explainCluster) {
 	// shown as text and never runs.
 	choose(`#w-clear`, "demo/web-1")
 	choose(`#pods button[data-pod="demo/hostile-pod"]`, "demo/hostile-pod")
-	do(chromedp.Click(`#table tbody tr[data-node]`),
-		chromedp.WaitVisible(`#panel h3`))
+	// The row is clicked from script: a click at coordinates can miss it
+	// while the page still lays out on a busy machine.
+	first := evalJS[string](t, ctx, `(() => { const r = document.querySelector('#table tbody tr[data-node]'); r.click(); return r.dataset.node; })()`)
+	do(chromedp.WaitVisible(`#panel h3`))
+	if h := text(`#panel h3`); h != first {
+		t.Errorf("the panel shows node %q, not %q clicked", h, first)
+	}
 	if n := evalJS[int](t, ctx, `document.querySelectorAll('img, script:not([src])').length`); n != 0 {
 		t.Errorf("a guest's markup became %d elements", n)
 	}
