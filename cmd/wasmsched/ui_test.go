@@ -240,6 +240,16 @@ func testUI(t *testing.T, ec *explainCluster) {
 			t.Errorf("%s does not show the hostile reason as text:\n%s", what, got)
 		}
 	}
+
+	// A pod of the static profile: its policies as the scheduler
+	// publishes them, their sources, and their reasons.
+	choose(`#pods button[data-pod="demo/space-1"]`, "demo/space-1")
+	if prof := text(`#fact-profile`); !strings.Contains(prof, "static (static policies, as replica ") || !strings.Contains(prof, "configMap edge") {
+		t.Errorf("space-1's profile: %s", prof)
+	}
+	if tbl := text(`#table tbody`); !strings.Contains(tbl, "nodepin: node is not one of the allowed nodes") || !strings.Contains(tbl, "edge: not an edge node") {
+		t.Errorf("space-1's table lacks nodepin's and edge's reasons:\n%s", tbl)
+	}
 }
 
 // evalJS evaluates a JavaScript expression in the page.
