@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "k8s.io/api/core/v1"
@@ -46,14 +47,26 @@ func (c *Client) staticReport(ctx context.Context, profile string) (*lifecycle.P
 		return nil, Rights(err, "get", "configmaps", c.Namespace)
 	}
 	var best *lifecycle.ProfileReport
+	var selects time.Time // the newest report of the profile selecting SchedulingPolicies
 	for _, raw := range cm.Data {
 		var r lifecycle.ProfileReport
-		if json.Unmarshal([]byte(raw), &r) != nil || r.Profile != profile || r.Selection != nil || len(r.Policies) == 0 {
+		if json.Unmarshal([]byte(raw), &r) != nil || r.Profile != profile {
 			continue
 		}
-		if best == nil || r.Updated.After(best.Updated) {
+		if r.Selection != nil {
+			if r.Updated.After(selects) {
+				selects = r.Updated
+			}
+			continue
+		}
+		if len(r.Policies) > 0 && (best == nil || r.Updated.After(best.Updated)) {
 			best = &r
 		}
+	}
+	if best != nil && selects.After(best.Updated) {
+		// The profile was reconfigured to select SchedulingPolicies; the
+		// static report is a replica's from before, not yet pruned.
+		return nil, nil
 	}
 	return best, nil
 }
