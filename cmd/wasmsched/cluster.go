@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
+	"github.com/wasmsched/wasmsched/host/explain"
 	"github.com/wasmsched/wasmsched/host/policy"
 )
 
@@ -170,7 +171,7 @@ func readSettings(v string) (json.RawMessage, error) {
 // error says what is wrong, in the policy's words when its settings hook
 // refused.
 func checkModule(ctx context.Context, name string, wasm []byte, rev api.Revision) ([]string, error) {
-	p, err := policy.Load(ctx, policy.Options{Name: name, Wasm: wasm, Settings: rev.Settings, Engine: engineConfig(rev), MaxInstances: 1})
+	p, err := policy.Load(ctx, policy.Options{Name: name, Wasm: wasm, Settings: rev.Settings, Engine: explain.EngineConfig(rev), MaxInstances: 1})
 	if err != nil {
 		return nil, err
 	}

@@ -16,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
-	"github.com/wasmsched/wasmsched/host/engine"
 	"github.com/wasmsched/wasmsched/host/eval"
+	"github.com/wasmsched/wasmsched/host/explain"
 	"github.com/wasmsched/wasmsched/host/source"
 )
 
@@ -91,7 +91,7 @@ func runDiff(args []string, stdout, stderr io.Writer) error {
 	if sp.Status.Serving != nil {
 		oldRev = *sp.Status.Serving
 	}
-	old, err := fetchRevision(ctx, c, oldRev)
+	old, err := (&explain.Client{Kube: c.client, Namespace: c.namespace}).Fetch(ctx, oldRev)
 	if err != nil {
 		return fmt.Errorf("serving revision %s: %w", oldRev.Short(), err)
 	}
@@ -105,7 +105,7 @@ func runDiff(args []string, stdout, stderr io.Writer) error {
 
 	load := func(what string, wasm []byte, rev api.Revision) (*eval.Evaluator, error) {
 		ev, err := eval.Load(ctx, []eval.PolicySpec{{Name: name, Wasm: wasm, Settings: rev.Settings,
-			Weight: sp.Spec.Weight, FailurePolicy: string(sp.Spec.FailurePolicy), Engine: engineConfig(rev)}})
+			Weight: sp.Spec.Weight, FailurePolicy: string(sp.Spec.FailurePolicy), Engine: explain.EngineConfig(rev)}})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
@@ -171,33 +171,6 @@ type podChange struct {
 	Pod     string `json:"pod"`
 	Serving string `json:"serving"`
 	New     string `json:"new"`
-}
-
-// engineConfig is the sandbox a revision's limits ask for.
-func engineConfig(rev api.Revision) engine.Config {
-	cfg := engine.Config{}
-	if rev.Timeout != nil {
-		cfg.CallTimeout = rev.Timeout.Duration
-	}
-	if rev.MemoryLimit != nil {
-		cfg.MemoryLimit = uint64(max(rev.MemoryLimit.Value(), 0))
-	}
-	return cfg
-}
-
-// fetchRevision reads a revision's module from where it says it is.
-func fetchRevision(ctx context.Context, c *cluster, rev api.Revision) ([]byte, error) {
-	var v source.Version
-	var err error
-	switch m := rev.Module; {
-	case m.URL != "":
-		v, err = source.FetchURL(ctx, m.URL, m.SHA256)
-	case m.File != "":
-		v, err = source.ReadFile(m.File, m.SHA256)
-	default:
-		v, err = source.FetchModule(ctx, c.client, c.namespace, m.SHA256)
-	}
-	return v.Module, err
 }
 
 // clusterState reads the nodes (sorted by name, so that ties go to the

@@ -31,6 +31,12 @@ It is a re-evaluation now, not a record of the scheduler's decision: a
 bound pod is judged as if unplaced, against the cluster without itself.
 Only the WasmPolicy policies are evaluated, not the in-tree plugins.
 
+A profile's policies are its SchedulingPolicies, or its static policies
+(the plugin arguments' policies:) as the scheduler publishes them in
+wasmsched-status and wasmsched-policy-state; a static policy's module is
+read where the scheduler finds it (its source, when it still holds the
+module serving; this machine's module cache; content-addressed chunks).
+
 --revision, --policy and --settings ask "what if this policy ran that
 version, or with those settings": the
 pod is evaluated under both, and the pending pods of the profile whose fate
@@ -46,7 +52,7 @@ func runExplain(args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	namespace := fs.String("n", "default", "the pod's namespace")
-	schedNS := fs.String("scheduler-namespace", defaultNamespace, "the namespace of the SchedulingPolicies and their modules")
+	schedNS := fs.String("scheduler-namespace", defaultNamespace, "the scheduler's namespace: its SchedulingPolicies, status ConfigMaps and module chunks")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	output := fs.String("o", "table", "output format: table, json or yaml")
 	node := fs.String("node", "", "show this node in full")
@@ -185,7 +191,11 @@ type whatIfResult struct {
 
 func printExplain(w io.Writer, r *explain.Result, total, offset int, wi *whatIfResult) error {
 	fmt.Fprintf(w, "pod %s/%s: %s\n", r.Namespace, r.Name, explain.Note)
-	fmt.Fprintf(w, "profile %s: %s\n", r.Profile, policyLine(r))
+	kind := ""
+	if r.Static {
+		kind = " (static policies, as replica " + r.Replica + " reports them)"
+	}
+	fmt.Fprintf(w, "profile %s%s: %s\n", r.Profile, kind, policyLine(r))
 	for _, s := range r.Skipped {
 		fmt.Fprintf(w, "  not evaluated: %s: %s\n", s.Name, oneLineMsg(s.Reason))
 	}
@@ -270,6 +280,9 @@ func policyLine(r *explain.Result) string {
 	var parts []string
 	for _, p := range r.Policies {
 		s := fmt.Sprintf("%s %s (weight %d, failurePolicy %s", p.Name, p.Short(), p.Weight, p.FailurePolicy)
+		if p.Source != "" {
+			s += ", " + p.Source
+		}
 		if p.WhatIf != "" {
 			s += ", what-if " + p.WhatIf
 		}

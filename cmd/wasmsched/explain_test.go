@@ -4,14 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/registry"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,6 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
+	"github.com/wasmsched/wasmsched/host/lifecycle"
 	"github.com/wasmsched/wasmsched/host/plugin"
 	"github.com/wasmsched/wasmsched/host/source"
 	"github.com/wasmsched/wasmsched/internal/controlplane"
@@ -143,12 +151,13 @@ func startExplainCluster(t *testing.T) *explainCluster {
 			t.Fatal(err)
 		}
 	}
+	static := staticPolicies(t, ctx, client)
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
 		t.Fatal(err)
 	}
 	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, explainSchedulerConfig(t, kubeconfig), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, explainSchedulerConfig(t, kubeconfig, static), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s, err := controlplane.StartScheduler(ctx, controlplane.SchedulerOptions{Kubeconfig: kubeconfig, ConfigFile: cfgPath,
@@ -204,12 +213,112 @@ func startExplainCluster(t *testing.T) *explainCluster {
 		demo.PrintTable(&b, rows)
 		t.Fatalf("demo pods did not settle as expected:\n%s", b.String())
 	}
+	// The static profile: c-cpu-2 becomes an edge node, and a space
+	// workload goes there (nodepin allows a-cpu-1 and c-cpu-2, edge only
+	// edge nodes).
+	node, err := client.CoreV1().Nodes().Get(ctx, "c-cpu-2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Labels["kubernetes.io/role"] = "edge"
+	if _, err := client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitStaticServing(t, client, "nodepin", "edge", "zone", "gang")
+	space := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "space-1", Namespace: demo.Namespace, Annotations: map[string]string{"type": "space"}},
+		Spec: v1.PodSpec{SchedulerName: "static", Containers: []v1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10"}}}}
+	if _, err := client.CoreV1().Pods(demo.Namespace).Create(ctx, space, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		p, err := client.CoreV1().Pods(demo.Namespace).Get(ctx, "space-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Spec.NodeName != "" {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	return &explainCluster{cp: cp, client: client, kubeconfig: kubeconfig}
 }
 
+// staticPolicies are the static profile's policies, one per kind of
+// source: nodepin from a file, edge from ConfigMaps (written here), zone
+// from a URL (served here on loopback), gang from an OCI registry (here,
+// on loopback), and "missing", whose file does not exist (nothing serves
+// it; failurePolicy Ignore leaves it out).
+func staticPolicies(t *testing.T, ctx context.Context, client kubernetes.Interface) []any {
+	t.Helper()
+	edge, err := os.ReadFile(testwasm.Path(t, "examples/edge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms, err := source.Pack("edge", demo.PolicyNamespace, edge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range cms {
+		if _, err := client.CoreV1().ConfigMaps(demo.PolicyNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	zone, err := os.ReadFile(testwasm.Path(t, "examples/zone"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(zone) }))
+	t.Cleanup(srv.Close)
+	// gang from an OCI registry on loopback (plain HTTP).
+	gang, err := os.ReadFile(testwasm.Path(t, "examples/gang"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(reg.Close)
+	ref, err := source.PushOCI(ctx, strings.TrimPrefix(reg.URL, "http://")+"/policies/gang:v1", gang, nil, source.OCIOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []any{
+		map[string]any{"name": "nodepin", "source": map[string]any{"file": testwasm.Path(t, "examples/nodepin")}, "weight": 2,
+			"settings": map[string]any{"nodes": []any{"a-cpu-1", "c-cpu-2"}}},
+		map[string]any{"name": "edge", "source": map[string]any{"configMap": "edge"}, "failurePolicy": "Ignore"},
+		map[string]any{"name": "zone", "source": map[string]any{"url": srv.URL + "/zone.wasm", "sha256": source.Digest(zone)},
+			"settings": map[string]any{"groupLabel": "app", "maxSkew": 1}},
+		map[string]any{"name": "gang", "source": map[string]any{"oci": "oci://" + ref.String(), "sha256": source.Digest(gang)},
+			"settings": map[string]any{"timeoutSeconds": 10}},
+		map[string]any{"name": "missing", "source": map[string]any{"file": "/nonexistent/missing.wasm"}, "failurePolicy": "Ignore"},
+	}
+}
+
+// waitStaticServing waits until the static profile's state records a
+// revision serving each policy named.
+func waitStaticServing(t *testing.T, client kubernetes.Interface, names ...string) {
+	t.Helper()
+	for {
+		cm, err := client.CoreV1().ConfigMaps(demo.PolicyNamespace).Get(context.Background(), lifecycle.StateConfigMap, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		serving := 0
+		for _, n := range names {
+			var st api.SchedulingPolicyStatus
+			if cm != nil && json.Unmarshal([]byte(cm.Data[lifecycle.StateKey("static", n)]), &st) == nil && st.Serving != nil {
+				serving++
+			}
+		}
+		if serving == len(names) {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // explainSchedulerConfig is the demo's scheduler configuration with the
-// failing and hostile profiles added.
-func explainSchedulerConfig(t *testing.T, kubeconfig string) []byte {
+// failing, hostile and quota profiles (SchedulingPolicies) and the static
+// profile (static, its `policies:` arguments) added.
+func explainSchedulerConfig(t *testing.T, kubeconfig string, static []any) []byte {
 	raw, err := demo.SchedulerConfig(kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -228,6 +337,14 @@ func explainSchedulerConfig(t *testing.T, kubeconfig string) []byte {
 		args["schedulingPolicies"] = map[string]any{"selector": map[string]any{"matchLabels": map[string]any{demo.ProfileLabel: name}}}
 		cfg["profiles"] = append(cfg["profiles"].([]any), p)
 	}
+	b, _ := json.Marshal(base)
+	var p map[string]any
+	json.Unmarshal(b, &p)
+	p["schedulerName"] = "static"
+	args := p["pluginConfig"].([]any)[0].(map[string]any)["args"].(map[string]any)
+	delete(args, "schedulingPolicies")
+	args["policies"] = static
+	cfg["profiles"] = append(cfg["profiles"].([]any), p)
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -274,6 +391,19 @@ func (ec *explainCluster) restricted(t *testing.T, user string, rules []rbacv1.P
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// The authorizer learns of the role from its informer: wait until it
+	// grants the first rule.
+	for len(rules) > 0 {
+		sar, err := ec.client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "demo", Verb: rules[0].Verbs[0], Group: rules[0].APIGroups[0], Resource: rules[0].Resources[0]}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	cfg := rest.CopyConfig(ec.cp.RestConfig())
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}

@@ -37,7 +37,7 @@ func runUI(args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	listen := fs.String("listen", "127.0.0.1:8087", "address to serve on (port 0: any free port)")
-	schedNS := fs.String("scheduler-namespace", defaultNamespace, "the namespace of the SchedulingPolicies and their modules")
+	schedNS := fs.String("scheduler-namespace", defaultNamespace, "the scheduler's namespace: its SchedulingPolicies, status ConfigMaps and module chunks")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -153,7 +153,11 @@ func (c *Client) readObjects(ctx context.Context, kinds []clusterctx.Kind) ([]*u
 				break // not served: the scheduler's informer would hold nothing
 			}
 			if err != nil {
-				return nil, Rights(err, "list", k.Resource, "")
+				res := k.Resource
+				if k.Group != "" {
+					res += "." + k.Group // as RBAC names it
+				}
+				return nil, Rights(err, "list", res, "")
 			}
 			for i := range l.Items {
 				u := &l.Items[i]

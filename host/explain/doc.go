@@ -2,8 +2,9 @@
 // live cluster: it reads the cluster as the scheduler's snapshot would hold
 // it (nodes, placed pods, the cluster objects the policies declared they
 // read), the serving revisions of the pod's scheduler profile (module,
-// settings, limits, failure policy, weight; fetched and digest-checked as
-// the scheduler fetches them) and runs the pod through host/eval, the
+// settings, limits, failure policy, weight; from its SchedulingPolicies'
+// status, or what the scheduler publishes of its static policies; fetched
+// and digest-checked as the scheduler fetches them) and runs the pod through host/eval, the
 // composition the scheduler uses, keeping each policy's own verdict and
 // raw and normalised score per node. It backs `wasmsched explain` and
 // `wasmsched ui` (package host/explain/web).

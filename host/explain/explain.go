@@ -35,7 +35,7 @@ func (c *Client) Load(ctx context.Context, prof *Profile) (*Loaded, error) {
 	for i := range prof.Policies {
 		p := &prof.Policies[i]
 		if p.wasm == nil {
-			wasm, err := c.Fetch(ctx, p.Revision)
+			wasm, err := c.fetchPolicy(ctx, p)
 			if err != nil {
 				return nil, fmt.Errorf("policy %s, revision %s: %w", p.Name, p.Short(), err)
 			}
@@ -79,7 +79,11 @@ type Result struct {
 	Name        string    `json:"name"`
 	// Profile is the pod's scheduler profile (spec.schedulerName) and the
 	// policies run, in order.
-	Profile  string    `json:"profile"`
+	Profile string `json:"profile"`
+	// Static: the profile's policies are static (the plugin arguments'
+	// `policies:`), as scheduler replica Replica reports them.
+	Static   bool      `json:"static,omitempty"`
+	Replica  string    `json:"replica,omitempty"`
 	Policies []Policy  `json:"policies"`
 	Skipped  []Skipped `json:"skipped,omitempty"`
 	Shadows  []string  `json:"shadows,omitempty"`
@@ -133,7 +137,7 @@ func (l *Loaded) Explain(ctx context.Context, cl *Cluster, objects []*unstructur
 		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	res := &Result{Note: Note, EvaluatedAt: start.UTC(), Namespace: pod.Namespace, Name: pod.Name,
-		Profile: l.Profile.Name, Policies: l.Profile.Policies, Skipped: l.Profile.Skipped, Shadows: l.Profile.Shadows,
+		Profile: l.Profile.Name, Static: l.Profile.Static, Replica: l.Profile.Replica, Policies: l.Profile.Policies, Skipped: l.Profile.Skipped, Shadows: l.Profile.Shadows,
 		Node: pod.Spec.NodeName, SchedulerMessage: schedulerMessage(pod),
 		Chosen: rep.Selected, Nodes: rep.Nodes, Permit: rep.Permit, Nominated: rep.Nominated,
 		Error: rep.Error, Failures: rep.Failures, Took: time.Since(start)}

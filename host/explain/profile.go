@@ -9,11 +9,13 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
 	"github.com/wasmsched/wasmsched/host/engine"
+	"github.com/wasmsched/wasmsched/host/lifecycle"
 	"github.com/wasmsched/wasmsched/host/source"
 )
 
@@ -28,8 +30,19 @@ type Policy struct {
 	// WhatIf says where a what-if revision came from ("revision <digest>"
 	// or "file <path>"); "" for the serving one.
 	WhatIf string `json:"whatIf,omitempty"`
+	// Source is where a static policy's module comes from, as its
+	// arguments say ("configMap gpu", "file /path", "url ...", "oci
+	// ..."); "" for a SchedulingPolicy.
+	Source string `json:"source,omitempty"`
 	// wasm is the module, set once fetched (or read from a what-if file).
 	wasm []byte
+	// static is a static policy's source as the scheduler publishes it
+	// (nil for a SchedulingPolicy, or when not published); revisions are
+	// a static policy's revisions from its state (serving, last good,
+	// history).
+	isStatic  bool
+	static    *lifecycle.Source
+	revisions []api.Revision
 }
 
 // Short is the policy's module digest as the output shows it.
@@ -44,7 +57,11 @@ type Skipped struct {
 // Profile is the enforcing policies of one scheduler profile, in the
 // scheduler's order (spec.order, then name), and those skipped.
 type Profile struct {
-	Name     string    `json:"name"`
+	Name string `json:"name"`
+	// Static: the policies are the plugin arguments' `policies:` list, as
+	// the scheduler replica Replica reports them (else SchedulingPolicies).
+	Static   bool      `json:"static,omitempty"`
+	Replica  string    `json:"replica,omitempty"`
 	Policies []Policy  `json:"policies"`
 	Skipped  []Skipped `json:"skipped,omitempty"`
 	// Shadows are the profile's shadow policies: they never decide, and
@@ -56,14 +73,23 @@ type Profile struct {
 type ErrNoWasmPolicy struct{ Profile, Namespace string }
 
 func (e *ErrNoWasmPolicy) Error() string {
-	return fmt.Sprintf("no SchedulingPolicy in namespace %s is served by scheduler profile %q (its status lists no replica of that profile): the pod's profile does not run WasmPolicy, or its policies live in another namespace (--scheduler-namespace)", e.Namespace, e.Profile)
+	return fmt.Sprintf("no scheduler replica reports static policies of profile %q in %s/%s, and no SchedulingPolicy in namespace %s is served by it (its status lists no replica of that profile): the pod's profile does not run WasmPolicy, or its policies live in another namespace (--scheduler-namespace)", e.Profile, e.Namespace, lifecycle.StatusConfigMap, e.Namespace)
 }
 
-// ReadProfile reads the SchedulingPolicies of c.Namespace that a replica of
-// the scheduler reports serving for profile (status.replicas[].profile).
-// A policy with no serving revision is listed in Skipped with the
-// scheduler's own Ready message.
+// ReadProfile reads the policies serving profile: its static policies,
+// when a scheduler replica reports them in lifecycle.StatusConfigMap
+// (static.go), else the SchedulingPolicies of c.Namespace that a replica
+// reports serving for profile (status.replicas[].profile). A policy with
+// no serving revision is listed in Skipped with the scheduler's own Ready
+// message.
 func (c *Client) ReadProfile(ctx context.Context, profile string) (*Profile, error) {
+	rep, err := c.staticReport(ctx, profile)
+	if err != nil {
+		return nil, err
+	}
+	if rep != nil {
+		return c.readStaticProfile(ctx, rep)
+	}
 	l, err := c.Dynamic.Resource(api.GVR).Namespace(c.Namespace).List(ctx, metav1.ListOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("the API server does not serve SchedulingPolicies (is the CRD %s installed?): %w", api.CRDName, err)
@@ -122,9 +148,17 @@ func (c *Client) ReadProfile(ctx context.Context, profile string) (*Profile, err
 	return out, nil
 }
 
-// Revisions are the revisions of a policy a what-if may name: serving,
-// last good, history, and the spec's.
-func (c *Client) Revisions(ctx context.Context, name string) ([]api.Revision, error) {
+// Revisions are the revisions of a policy of prof a what-if may name:
+// serving, last good, history, and (for a SchedulingPolicy) the spec's.
+func (c *Client) Revisions(ctx context.Context, prof *Profile, name string) ([]api.Revision, error) {
+	if prof.Static {
+		for _, p := range prof.Policies {
+			if p.Name == name {
+				return p.revisions, nil
+			}
+		}
+		return nil, fmt.Errorf("policy %q does not serve profile %s", name, prof.Name)
+	}
 	u, err := c.Dynamic.Resource(api.GVR).Namespace(c.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, Rights(err, "get", "schedulingpolicies.wasmsched.io", c.Namespace)
@@ -229,7 +263,7 @@ func (c *Client) Apply(ctx context.Context, prof *Profile, o Override) (*Profile
 		p.Revision, p.wasm, p.WhatIf = rev, wasm, "file "+o.File
 		return &out, nil
 	}
-	revs, err := c.Revisions(ctx, o.Name)
+	revs, err := c.Revisions(ctx, prof, o.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -267,12 +301,25 @@ func names(ps []Policy) string {
 	return strings.Join(n, ", ")
 }
 
-// Fetch reads a revision's module from where it says it is, as the
-// scheduler does, checked against its digest.
+// Fetch reads a SchedulingPolicy revision's module from where it says it
+// is, as the scheduler does, checked against its digest: a URL, a file,
+// an OCI artifact (this machine's module cache first, then the registry
+// with the user's own credentials, ~/.docker/config.json), or the
+// content-addressed chunks of c.Namespace. `wasmsched explain` and `wasmsched
+// diff` share it.
 func (c *Client) Fetch(ctx context.Context, rev api.Revision) ([]byte, error) {
 	var v source.Version
 	var err error
 	switch m := rev.Module; {
+	case m.OCI != "":
+		// As the scheduler: a module cache first (this machine's), then
+		// the registry, with the user's registry credentials.
+		for _, cache := range localModuleCaches() {
+			if v, err := cache.Get(m.SHA256); err == nil {
+				return v.Module, nil
+			}
+		}
+		v, err = source.FetchOCI(ctx, m.OCI, m.SHA256, source.OCIOptions{Keychain: authn.DefaultKeychain})
 	case m.URL != "":
 		v, err = source.FetchURL(ctx, m.URL, m.SHA256)
 	case m.File != "":
@@ -297,4 +344,14 @@ func EngineConfig(rev api.Revision) engine.Config {
 		cfg.MemoryLimit = uint64(max(rev.MemoryLimit.Value(), 0))
 	}
 	return cfg
+}
+
+// fetchPolicy reads the module of p's revision: a static policy's where
+// the scheduler finds it (fetchStatic), a SchedulingPolicy's from where
+// its revision says it is (Fetch).
+func (c *Client) fetchPolicy(ctx context.Context, p *Policy) ([]byte, error) {
+	if p.isStatic {
+		return c.fetchStatic(ctx, p.Name, p.static, p.Revision.Module.SHA256)
+	}
+	return c.Fetch(ctx, p.Revision)
 }

@@ -44,6 +44,12 @@ type SlotStatus struct {
 	// LastSuperseded is the last version abandoned before it finished
 	// loading because a newer one replaced it.
 	LastSuperseded *Supersession `json:"lastSuperseded,omitempty"`
+	// Weight, FailurePolicy and Source are the policy's arguments as
+	// configured (a URL with its password redacted): what `wasmsched
+	// explain` needs to run a static policy as the scheduler does.
+	Weight        int64         `json:"weight,omitempty"`
+	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
+	Source        *Source       `json:"source,omitempty"`
 }
 
 // Pending is a version being loaded.

@@ -60,7 +60,7 @@ type Slot struct {
 // newSlot is the slot of policy pa.
 func newSlot(pa PolicyArgs, required bool, bind BindFunc) *Slot {
 	s := &Slot{static: pa, required: required, bind: bind}
-	s.status = SlotStatus{Policy: pa.Name, Mode: pa.Mode}
+	s.status = SlotStatus{Policy: pa.Name, Mode: pa.Mode, Weight: pa.Weight, FailurePolicy: pa.FailurePolicy, Source: publishedSource(pa.Source)}
 	return s
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"reflect"
 	"strings"
 	"sync"
@@ -66,8 +67,24 @@ func newStaticStore(l *Lifecycle) *staticStore {
 }
 
 // stateKey is a policy's key in StateConfigMap.
-func (s *staticStore) stateKey(name string) string {
-	return unsafeKey.ReplaceAllString(s.l.opts.Profile+"."+name, "_") + ".json"
+func (s *staticStore) stateKey(name string) string { return StateKey(s.l.opts.Profile, name) }
+
+// StateKey is the key in StateConfigMap of the state of the static policy
+// called policy in scheduler profile profile.
+func StateKey(profile, policy string) string {
+	return unsafeKey.ReplaceAllString(profile+"."+policy, "_") + ".json"
+}
+
+// publishedSource is src as SlotStatus publishes it: a URL's password
+// redacted. Nil for an empty source (a SchedulingPolicy's slot).
+func publishedSource(src Source) *Source {
+	if src == (Source{}) {
+		return nil
+	}
+	if u, err := url.Parse(src.URL); err == nil && src.URL != "" {
+		src.URL = u.Redacted()
+	}
+	return &src
 }
 
 func (s *staticStore) start(ctx, startup context.Context, changed func()) {

@@ -289,7 +289,7 @@ func (s *Server) revisions(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []PolicyRevisions{}
 	for _, p := range prof.Policies {
-		revs, err := s.x.Revisions(ctx, p.Name)
+		revs, err := s.x.Revisions(ctx, prof, p.Name)
 		if err != nil {
 			fail(w, err)
 			return

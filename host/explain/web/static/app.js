@@ -4,6 +4,8 @@
 "use strict";
 
 const PAGE = 100; // table rows per page
+const SMALL_CELLS = 1000; // above this many nodes the heat map's cells are smaller
+const GROUP_CELLS = 2000; // the most cells a heat map group draws; search finds the rest
 const state = { pods: [], podOffset: 0, podTotal: 0, selected: null, result: null, page: 0, sortKey: "score", sortDir: -1, whatif: "" };
 
 function $(id) { return document.getElementById(id); }
@@ -93,22 +95,29 @@ async function explainSelected() {
   if (state.whatif) q.set("whatif", state.whatif);
   if (state.whatif && state.settings) q.set("settings", state.settings);
   $("main").setAttribute("aria-busy", "true");
+  // Only the latest request's answer is shown: an earlier one (another
+  // pod, another label to group by, the what-if before) arriving late is
+  // dropped.
+  const mine = state.seq = (state.seq || 0) + 1;
   try {
     const res = await api("/api/explain?" + q);
-    if (state.selected !== ns + "/" + name) return; // another pod was chosen meanwhile
+    if (mine !== state.seq) return;
     state.result = res;
     showError(null);
     render();
     loadRevisions(res.profile);
   } catch (e) {
+    if (mine !== state.seq) return;
     state.result = null;
     $("explanation").hidden = true;
     showError(e);
   } finally {
-    $("main").removeAttribute("aria-busy");
-    // Tests (and curious readers) wait on this: the pod and what-if the
-    // view now shows, an answer or an error.
-    document.body.setAttribute("data-explained", state.selected + (state.whatif ? "|" + state.whatif : ""));
+    if (mine === state.seq) {
+      $("main").removeAttribute("aria-busy");
+      // Tests (and curious readers) wait on this: the pod and what-if the
+      // view now shows, an answer or an error.
+      document.body.setAttribute("data-explained", state.selected + (state.whatif ? "|" + state.whatif : ""));
+    }
   }
 }
 
@@ -121,7 +130,9 @@ function render() {
   $("pod-title").textContent = res.namespace + "/" + res.name;
   $("note").textContent = "This is " + res.note + ". Evaluated at " + res.evaluatedAt + ".";
   const facts = [
-    ["Profile", res.profile + ": " + (res.policies || []).map(p => p.name + " " + p.revision.module.sha256.slice(0, 12) + " (weight " + p.weight + ", " + p.failurePolicy + (p.whatIf ? ", what-if " + p.whatIf : "") + ")").join(", ")],
+    ["Profile", res.profile + (res.static ? " (static policies, as replica " + res.replica + " reports them)" : "") + ": " +
+      (res.policies || []).map(p => p.name + " " + p.revision.module.sha256.slice(0, 12) + " (weight " + p.weight + ", " + p.failurePolicy +
+        (p.source ? ", " + p.source : "") + (p.whatIf ? ", what-if " + p.whatIf : "") + ")").join(", ")],
     ["Now", res.node ? "bound to " + res.node : "Pending"],
   ];
   if (!res.node) facts.push(["Scheduler says", res.schedulerMessage || "(no PodScheduled condition yet)"]);
@@ -218,19 +229,27 @@ function renderHeatmap() {
     byGroup.get(g).push(n);
   }
   const out = [];
+  const small = res.nodes.length > SMALL_CELLS;
   for (const g of [...byGroup.keys()].sort()) {
-    const nodes = byGroup.get(g).sort((a, b) => (scoreOf(b, col) ?? -1) - (scoreOf(a, col) ?? -1) || a.name.localeCompare(b.name));
+    const all = byGroup.get(g);
+    const matches = n => !find || n.name.toLowerCase().includes(find);
+    // The best first; with a search, the nodes found before the rest, so
+    // that a group too large to draw whole still shows them.
+    const nodes = all.sort((a, b) => (matches(b) - matches(a)) || (scoreOf(b, col) ?? -1) - (scoreOf(a, col) ?? -1) || a.name.localeCompare(b.name));
     const feasible = nodes.filter(n => n.code === "Success").length;
-    out.push(el("div", { class: "group" },
-      el("div", { class: "ghead" }, g + " · " + nodes.length + " nodes, " + feasible + " feasible"),
-      el("div", { class: "cells" }, nodes.map(n => {
+    const best = nodes.reduce((m, n) => Math.max(m, scoreOf(n, col) ?? -1), -1);
+    const drawn = nodes.slice(0, GROUP_CELLS);
+    out.push(el("details", { class: "group", open: true, "data-group": g },
+      el("summary", { class: "ghead" }, g + " · " + nodes.length + " nodes, " + feasible + " feasible" + (best >= 0 ? ", best " + best : "")),
+      el("div", { class: "cells" + (small ? " small" : "") }, drawn.map(n => {
         const c = el("div", {
-          class: "cell " + cellClass(n, col) + (n.name === res.chosen ? " chosen" : "") + (find && !n.name.toLowerCase().includes(find) ? " dim" : ""),
+          class: "cell " + cellClass(n, col) + (n.name === res.chosen ? " chosen" : "") + (matches(n) ? "" : " dim"),
           title: nodeTitle(n), "data-node": n.name, onclick: () => showNode(n.name),
         });
         if (n.code === "Success") c.style.background = shade(scoreOf(n, col));
         return c;
-      }))));
+      })),
+      nodes.length > drawn.length ? el("div", { class: "muted more" }, "… and " + (nodes.length - drawn.length) + " more nodes in this group: find one by name, or page through the table") : null));
   }
   $("heatmap").replaceChildren(...out);
 }
@@ -346,7 +365,8 @@ document.addEventListener("DOMContentLoaded", () => {
   $("f-search").addEventListener("input", () => { clearTimeout(t); t = setTimeout(() => loadPods(false), 200); });
   $("more-pods").addEventListener("click", () => loadPods(true));
   $("c-group").addEventListener("change", explainSelected);
-  for (const id of ["c-color", "c-sort"]) $(id).addEventListener("change", () => { state.sortKey = "score"; state.page = 0; renderHeatmap(); renderTable(); });
+  // The sort menu's orders: names A to Z, scores highest first.
+  for (const id of ["c-color", "c-sort"]) $(id).addEventListener("change", () => { state.sortKey = "score"; state.sortDir = $("c-sort").value === "name" ? 1 : -1; state.page = 0; renderHeatmap(); renderTable(); });
   $("c-search").addEventListener("input", () => { state.page = 0; renderHeatmap(); renderTable(); });
   $("prev-page").addEventListener("click", () => { state.page--; renderTable(); });
   $("next-page").addEventListener("click", () => { state.page++; renderTable(); });
