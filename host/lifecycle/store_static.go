@@ -151,7 +151,7 @@ func (s *staticStore) spec(p *staticPolicy) *api.SchedulingPolicy {
 		ObjectMeta: metav1.ObjectMeta{Name: pa.Name, Namespace: s.namespace, Generation: p.gen},
 		Spec: api.SchedulingPolicySpec{Settings: pa.Settings, Mode: api.Mode(pa.Mode), Shadows: pa.Shadows,
 			FailurePolicy: api.FailurePolicy(pa.FailurePolicy), Weight: pa.Weight, Timeout: pa.Timeout, MemoryLimit: pa.MemoryLimit,
-			MaxInstances: int32(pa.MaxInstances), Context: pa.Context},
+			MaxInstances: int32(pa.MaxInstances), Context: pa.Context, TrustedKeys: pa.TrustedKeys},
 		Status: *p.status.DeepCopy(),
 	}
 	if p.latest != nil {
@@ -322,6 +322,10 @@ func (s *staticStore) fetch(ctx context.Context, name string, m api.Module) (sou
 	if c := s.l.opts.ModuleCache; c != nil {
 		v, err := c.Get(m.SHA256)
 		if err == nil {
+			// The signatures kept with it, for the trust policy.
+			if manifest, sigs, serr := c.Signatures(m.SHA256); serr == nil {
+				v.Manifest, v.Signatures = manifest, sigs
+			}
 			return v, nil
 		}
 		errs = append(errs, err)
@@ -344,7 +348,10 @@ func (s *staticStore) fetch(ctx context.Context, name string, m api.Module) (sou
 // may not hold it when the scheduler restarts.
 func (s *staticStore) keep(_ api.Revision, module []byte) error {
 	if c := s.l.opts.ModuleCache; c != nil && module != nil {
-		return c.Put(module)
+		if err := c.Put(module); err != nil {
+			return err
+		}
+		s.l.trust.keepSignatures(c, source.Digest(module))
 	}
 	return nil
 }
