@@ -209,7 +209,7 @@ const (
 	// Rejected reasons.
 	ReasonLoadFailed = "LoadFailed" // compile, init, ABI or settings
 	ReasonFetch      = "FetchFailed"
-	ReasonInvalid    = "Invalid" // refused by the scheduler's own checks
+	ReasonInvalid    = "Invalid"   // refused by the scheduler's own checks
 	ReasonUntrusted  = "Untrusted" // refused by the trust policy: no signature by a trusted key
 	ReasonAccepted   = "Accepted"
 )
