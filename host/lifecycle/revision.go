@@ -143,7 +143,7 @@ func (e *entry) setSpec(sp *api.SchedulingPolicy) (rosterChanged bool) {
 	// be back); a spec without a module (a static policy's source failed
 	// or is gone) is looked at again at each report of its source.
 	retry := rev.Key == e.want.Key && e.c.store.refetch(prev, sp) &&
-		(e.failed[rev.Key].kind == api.ReasonFetch || e.failed[rev.Key].kind == api.ReasonUntrusted || rev.Module.SHA256 == "")
+		(e.failed[rev.Key].kind == api.ReasonFetch || rev.Module.SHA256 == "")
 	if rev.Key == e.want.Key && !retry {
 		return rosterChanged
 	}
