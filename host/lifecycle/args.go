@@ -214,6 +214,10 @@ type Source struct {
 	// checked against SHA256 (docs/policy-oci.md).
 	OCI    string `json:"oci,omitempty"`
 	SHA256 string `json:"sha256,omitempty"`
+	// PullSecret is, with OCI, a kubernetes.io/dockerconfigjson Secret in
+	// Args.Namespace with the registry's credentials, read at each pull
+	// (the scheduler needs get on exactly that Secret); empty: anonymous.
+	PullSecret string `json:"pullSecret,omitempty"`
 }
 
 // Mode is Enforce or Shadow.
@@ -379,6 +383,13 @@ func Validate(a *Args) field.ErrorList {
 			}
 		} else if p.Source.SHA256 != "" {
 			errs = append(errs, field.Invalid(path.Child("source", "sha256"), p.Source.SHA256, "only meaningful with url or oci"))
+		}
+		if p.Source.PullSecret != "" {
+			if p.Source.OCI == "" {
+				errs = append(errs, field.Invalid(path.Child("source", "pullSecret"), p.Source.PullSecret, "only meaningful with oci"))
+			} else if msgs := validation.IsDNS1123Subdomain(p.Source.PullSecret); len(msgs) > 0 {
+				errs = append(errs, field.Invalid(path.Child("source", "pullSecret"), p.Source.PullSecret, strings.Join(msgs, "; ")))
+			}
 		}
 		switch p.Mode {
 		case ModeEnforce:

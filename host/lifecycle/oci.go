@@ -118,13 +118,21 @@ func (f ociFetcher) cachedSignatures(ctx context.Context, v *source.Version, ref
 type ociSource struct {
 	f           ociFetcher
 	ref, sha256 string
+	// keychain gives the pull secret's credentials (nil: anonymous).
+	keychain func(context.Context) (authn.Keychain, error)
 }
 
 func (s ociSource) Run(ctx context.Context, h source.Handlers) {
 	defer func() { <-ctx.Done() }()
 	wait := time.Second
 	for {
-		v, err := s.f.fetch(ctx, s.ref, s.sha256)
+		var v source.Version
+		var err error
+		if s.keychain != nil {
+			v, err = s.f.fetchWith(ctx, s.ref, s.sha256, s.keychain)
+		} else {
+			v, err = s.f.fetch(ctx, s.ref, s.sha256)
+		}
 		if ctx.Err() != nil {
 			return
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -109,7 +110,13 @@ func (s *staticStore) newSource(pa PolicyArgs) source.Source {
 	case pa.Source.URL != "":
 		return source.NewURL(pa.Source.URL, pa.Source.SHA256, nil) // nil: a client with a timeout
 	case pa.Source.OCI != "":
-		return ociSource{f: s.l.ociFetcher(), ref: pa.Source.OCI, sha256: pa.Source.SHA256}
+		src := ociSource{f: s.l.ociFetcher(), ref: pa.Source.OCI, sha256: pa.Source.SHA256}
+		if secret := pa.Source.PullSecret; secret != "" {
+			src.keychain = func(ctx context.Context) (authn.Keychain, error) {
+				return pullSecret(ctx, s.l.opts.Client, s.namespace, secret)
+			}
+		}
+		return src
 	}
 	return source.NewFile(pa.Source.File, filePoll)
 }

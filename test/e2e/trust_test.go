@@ -7,6 +7,8 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"encoding/base64"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -184,5 +186,96 @@ func TestTrustPolicy(t *testing.T) {
 	c.pod("e")
 	if msg := c.waitUnschedulable("e", 30*time.Second); !strings.Contains(msg, "untrusted: no signature of module sha256:"+source.Digest(module2)) {
 		t.Errorf("pod e waits with %q, want the trust policy's reason", msg)
+	}
+}
+
+// TestTrustPolicyStatic: static policies go through the same check. The
+// trusted key is in a Secret. A module in a private registry, pulled with
+// a pull secret, signed with the key, serves; an unsigned module file is
+// refused and pods wait with the reason; the same file with a detached
+// signature beside it serves.
+func TestTrustPolicyStatic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	t.Setenv("WASMSCHED_CACHE_DIR", t.TempDir())
+	var lie atomic.Value
+	_, host, caFile, opts := startRegistry(t, &lie)
+	opts.Keychain = mustKeychain(t, "puller", "s3cret", host)
+	c := startCluster(t, nil)
+	c.namespace(policyNamespace)
+	for _, n := range []string{"n1", "n2"} {
+		c.node(n, nil)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := trust.MarshalPublicKey(key.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*v1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Name: "release-key", Namespace: policyNamespace}, Data: map[string][]byte{"cosign.pub": pub}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "regcred", Namespace: policyNamespace}, Type: v1.SecretTypeDockerConfigJson,
+			Data: map[string][]byte{v1.DockerConfigJsonKey: []byte(`{"auths":{"` + host + `":{"username":"puller","password":"s3cret"}}}`)}},
+	} {
+		if _, err := c.client.CoreV1().Secrets(policyNamespace).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	module := testwasm.Bytes(t, "examples/nodepin")
+	d, err := source.PushOCI(context.Background(), host+"/private/static:v1", module, nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := trust.SimpleSigningPayload(d.Context().Name(), d.DigestStr())
+	sig, err := trust.Sign(key, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := source.PushOCISignature(context.Background(), d, payload, sig, opts); err != nil {
+		t.Fatal(err)
+	}
+	static := func(src map[string]any) func(cfg map[string]any) {
+		return func(cfg map[string]any) {
+			a := pluginArgs(cfg)
+			a["registryCA"] = caFile
+			a["trust"] = map[string]any{"keys": []any{map[string]any{"name": "release", "secret": "release-key"}}}
+			a["policies"] = []any{map[string]any{"name": "pin", "source": src, "settings": map[string]any{"nodes": []any{"n2"}}}}
+		}
+	}
+	restartScheduler(t, c, []policy{{Name: "pin", Package: "examples/nodepin"}},
+		static(map[string]any{"oci": "oci://" + d.String(), "sha256": source.Digest(module), "pullSecret": "regcred"}))
+	c.pod("a")
+	if n := c.waitBound("a", 60*time.Second); n != "n2" {
+		t.Fatalf("pod a on %s, want n2", n)
+	}
+
+	// A module file, unsigned.
+	file := testwasm.Path(t, "examples/nodepin")
+	c.sched.Stop()
+	restartScheduler(t, c, []policy{{Name: "pin", Package: "examples/nodepin"}}, static(map[string]any{"file": file}))
+	c.pod("b")
+	if msg := c.waitUnschedulable("b", 60*time.Second); !strings.Contains(msg, "untrusted: module sha256:"+source.Digest(module)+" is not signed") {
+		t.Errorf("pod b waits with %q, want the trust policy's reason", msg)
+	}
+
+	// The file with its signature beside it (wasmsched sign's P.wasm.sig).
+	signed := t.TempDir() + "/pin.wasm"
+	blob, err := trust.Sign(key, module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(signed, module, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(signed+".sig", []byte(base64.StdEncoding.EncodeToString(blob)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.sched.Stop()
+	restartScheduler(t, c, []policy{{Name: "pin", Package: "examples/nodepin"}}, static(map[string]any{"file": signed}))
+	if n := c.waitBound("b", 60*time.Second); n != "n2" {
+		t.Errorf("pod b on %s, want n2", n)
 	}
 }
