@@ -58,17 +58,18 @@ func runSign(args []string, stdout, stderr io.Writer) error {
 	ociRef := fs.String("oci", "", "sign this OCI artifact (pinned by digest) instead of a file")
 	caFile := fs.String("registry-ca", "", "PEM file of CA certificates trusted besides the system roots")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return errUsage
+	pos, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
 	}
 	if *keyFile == "" {
 		return errors.New("--key is needed")
 	}
 	if *generate {
-		if fs.NArg() > 0 || *ociRef != "" {
+		if len(pos) > 0 || *ociRef != "" {
 			return errors.New("--generate-key writes a key pair and signs nothing: sign with a second command")
 		}
 		return generateKey(*keyFile, *alg, stdout)
@@ -78,7 +79,7 @@ func runSign(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	switch {
-	case *ociRef != "" && fs.NArg() == 0:
+	case *ociRef != "" && len(pos) == 0:
 		opts, err := ociOptions(*caFile, *timeout)
 		if err != nil {
 			return err
@@ -97,8 +98,8 @@ func runSign(args []string, stdout, stderr io.Writer) error {
 		}
 		_, err = fmt.Fprintf(stdout, "signed %s with key %s: %s\n", d, trust.KeyID(key.Public()), source.OCISignatureTag(d))
 		return err
-	case *ociRef == "" && fs.NArg() == 1:
-		path := fs.Arg(0)
+	case *ociRef == "" && len(pos) == 1:
+		path := pos[0]
 		module, err := os.ReadFile(path)
 		if err != nil {
 			return err
@@ -247,13 +248,14 @@ func runVerify(args []string, stdout, stderr io.Writer) error {
 	sigFile := fs.String("signature", "", "the detached signature of a module file (default: the file's .sig)")
 	caFile := fs.String("registry-ca", "", "PEM file of CA certificates trusted besides the system roots")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
-	if err := fs.Parse(reorder(args)); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return errUsage
+	pos, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
 	}
-	if fs.NArg() != 1 || len(keys) == 0 {
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || len(keys) == 0 {
 		fs.Usage()
 		return errUsage
 	}
@@ -269,7 +271,7 @@ func runVerify(args []string, stdout, stderr io.Writer) error {
 		}
 		p.Keys = append(p.Keys, trust.Key{Name: k, Public: pub})
 	}
-	target := fs.Arg(0)
+	target := pos[0]
 	var v source.Version
 	if _, statErr := os.Stat(target); statErr == nil {
 		module, err := os.ReadFile(target)
@@ -307,26 +309,4 @@ func runVerify(args []string, stdout, stderr io.Writer) error {
 	}
 	_, err = fmt.Fprintf(stdout, "verified: module sha256:%s (%s) is signed by %s (%s)\n", v.Digest, v.Origin, verdict.Key.Name, trust.KeyID(verdict.Key.Public))
 	return err
-}
-
-// reorder puts flags before the positional argument, so that
-// "verify P.wasm --key K" works as "verify --key K P.wasm".
-func reorder(args []string) []string {
-	var flags, pos []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case strings.HasPrefix(a, "-") && strings.Contains(a, "="):
-			flags = append(flags, a)
-		case strings.HasPrefix(a, "-"):
-			flags = append(flags, a)
-			if i+1 < len(args) {
-				flags = append(flags, args[i+1])
-				i++
-			}
-		default:
-			pos = append(pos, a)
-		}
-	}
-	return append(flags, pos...)
 }
