@@ -198,4 +198,22 @@ func TestCheckOCI(t *testing.T) {
 	if !strings.Contains(err.Error(), source.OCISignatureTag(d2).String()+" layer 0") {
 		t.Errorf("the error does not name the signature: %v", err)
 	}
+	// The tag moved after the first artifact was pinned: what the pinned
+	// reference names, and its signatures, do not change.
+	if _, err := source.PushOCI(ctx, host+"/p/m:v1", other, nil, source.OCIOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if v := fetch(d, module); string(v.Module) != string(module) {
+		t.Fatal("the pinned reference followed the moved tag")
+	} else if got, err := p.Check(v, nil); err != nil || got.Key.Name != "release" {
+		t.Errorf("after the tag moved: %+v, %v", got, err)
+	}
+	// A signature image that is not cosign's is a failed fetch naming it.
+	bad := []byte("not a payload")
+	if err := source.PushOCISignature(ctx, d2, bad, nil, source.OCIOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := source.FetchOCI(ctx, d2.String(), source.Digest(other), source.OCIOptions{}); err == nil || !strings.Contains(err.Error(), "annotation dev.cosignproject.cosign/signature is missing or not base64") {
+		t.Errorf("a signature layer without its signature: %v", err)
+	}
 }
