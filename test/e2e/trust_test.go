@@ -190,8 +190,9 @@ func TestTrustPolicy(t *testing.T) {
 }
 
 // TestTrustPolicyStatic: static policies go through the same check. The
-// trusted key is in a Secret. A module in a private registry, pulled with
-// a pull secret, signed with the key, serves; an unsigned module file is
+// trusted key is in a Secret. A module in a private registry is refused
+// while its pull secret is missing; pulled with it, signed with the key,
+// it serves; an unsigned module file is
 // refused and pods wait with the reason; the same file with a detached
 // signature beside it serves.
 func TestTrustPolicyStatic(t *testing.T) {
@@ -245,9 +246,17 @@ func TestTrustPolicyStatic(t *testing.T) {
 			a["policies"] = []any{map[string]any{"name": "pin", "source": src, "settings": map[string]any{"nodes": []any{"n2"}}}}
 		}
 	}
+	// A pull secret that does not exist: the fetch fails naming it, and
+	// pods wait with the reason.
+	restartScheduler(t, c, []policy{{Name: "pin", Package: "examples/nodepin"}},
+		static(map[string]any{"oci": "oci://" + d.String(), "sha256": source.Digest(module), "pullSecret": "nope"}))
+	c.pod("a")
+	if msg := c.waitUnschedulable("a", 60*time.Second); !strings.Contains(msg, `pull secret wasmsched-system/nope: secrets "nope" not found`) {
+		t.Errorf("pod a waits with %q, want the missing pull secret", msg)
+	}
+	c.sched.Stop()
 	restartScheduler(t, c, []policy{{Name: "pin", Package: "examples/nodepin"}},
 		static(map[string]any{"oci": "oci://" + d.String(), "sha256": source.Digest(module), "pullSecret": "regcred"}))
-	c.pod("a")
 	if n := c.waitBound("a", 60*time.Second); n != "n2" {
 		t.Fatalf("pod a on %s, want n2", n)
 	}
