@@ -41,6 +41,11 @@ Usage:
     wasmsched push --oci REGISTRY/REPO:TAG P.wasm [--settings JSON|@FILE] [--registry-ca FILE]
     wasmsched pull REGISTRY/REPO[:TAG|@sha256:...] -o P.wasm [--registry-ca FILE]
 
+  Signatures (cosign's formats; docs/policy-oci.md):
+    wasmsched sign --generate-key --key K.key [--algorithm ecdsa-p256|ed25519]
+    wasmsched sign --key K.key P.wasm | --oci REGISTRY/REPO@sha256:... [--registry-ca FILE]
+    wasmsched verify --key K.pub [--key K2.pub]... P.wasm | REGISTRY/REPO@sha256:... [--registry-ca FILE]
+
   Without SchedulingPolicies (a static source: {configMap: N}):
     wasmsched pack P.wasm [--name N] [--namespace NS] [-o yaml|json]
     wasmsched push --configmaps P.wasm [--name N] [--namespace NS] [--settings JSON|@FILE] [--kubeconfig PATH]
@@ -82,6 +87,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runPush(args[1:], stdout, stderr)
 	case "pull":
 		err = runPull(args[1:], stdout, stderr)
+	case "sign":
+		err = runSign(args[1:], stdout, stderr)
+	case "verify":
+		err = runVerify(args[1:], stdout, stderr)
 	case "status":
 		err = runStatus(args[1:], stdout, stderr)
 	case "rollback":

@@ -1,21 +1,27 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 
 	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
+	"github.com/wasmsched/wasmsched/host/policy"
 	"github.com/wasmsched/wasmsched/host/source"
+	"github.com/wasmsched/wasmsched/host/trust"
 )
 
 const pullUsage = `Usage:
@@ -55,18 +61,55 @@ func ociOptions(caFile string, timeout time.Duration) (source.OCIOptions, error)
 }
 
 // pushOCI is push --oci: the module, checked like any push, published as a
-// policy artifact.
-func pushOCI(ctx context.Context, ref, path string, module []byte, rev api.Revision, opts source.OCIOptions, out io.Writer) error {
-	if _, err := checkModule(ctx, "oci", module, rev); err != nil {
+// policy artifact annotated with its ABI version, its SDK and its settings
+// schema (schema: a JSON document, or nil), and signed with key (nil:
+// unsigned).
+func pushOCI(ctx context.Context, ref, path string, module []byte, rev api.Revision, schema []byte, key crypto.Signer, opts source.OCIOptions, out io.Writer) error {
+	p, err := policy.Load(ctx, policy.Options{Name: "oci", Wasm: module, Settings: rev.Settings, Engine: engineConfig(rev), MaxInstances: 1})
+	if err != nil {
 		return fmt.Errorf("%s does not load, nothing pushed: %w", path, err)
 	}
-	pinned, err := source.PushOCI(ctx, ref, module, nil, opts)
+	info := p.Info()
+	_ = p.Close(ctx)
+	anns := map[string]string{
+		source.OCIAnnotationABI: strconv.FormatUint(uint64(info.GetAbiVersion()), 10),
+		source.OCIAnnotationSDK: info.GetSdk(),
+	}
+	if schema != nil {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, schema); err != nil {
+			return fmt.Errorf("--settings-schema: not JSON: %w", err)
+		}
+		if buf.Len() > maxSchemaAnnotation {
+			return fmt.Errorf("--settings-schema: %d bytes compacted, over the limit of %d for an annotation", buf.Len(), maxSchemaAnnotation)
+		}
+		anns[source.OCIAnnotationSchema] = buf.String()
+	}
+	pinned, err := source.PushOCI(ctx, ref, module, anns, opts)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(out, "pushed %s\nmodule:\n  sha256: %s\n  oci: %s%s\n", pinned, source.Digest(module), source.OCIScheme, pinned)
+	if _, err := fmt.Fprintf(out, "pushed %s\nmodule:\n  sha256: %s\n  oci: %s%s\n", pinned, source.Digest(module), source.OCIScheme, pinned); err != nil {
+		return err
+	}
+	if key == nil {
+		return nil
+	}
+	payload := trust.SimpleSigningPayload(pinned.Context().Name(), pinned.DigestStr())
+	sig, err := trust.Sign(key, payload)
+	if err != nil {
+		return err
+	}
+	if err := source.PushOCISignature(ctx, pinned, payload, sig, opts); err != nil {
+		return fmt.Errorf("pushed, but not signed: %w", err)
+	}
+	_, err = fmt.Fprintf(out, "signed with key %s: %s\n", trust.KeyID(key.Public()), source.OCISignatureTag(pinned))
 	return err
 }
+
+// maxSchemaAnnotation bounds the settings schema carried as an annotation
+// (the scheduler reads manifests of at most 64 KiB).
+const maxSchemaAnnotation = 32 << 10
 
 func runPull(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("pull", flag.ContinueOnError)

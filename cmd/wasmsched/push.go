@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -24,12 +26,17 @@ import (
 	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
 	"github.com/wasmsched/wasmsched/host/clusterctx"
 	"github.com/wasmsched/wasmsched/host/source"
+	"github.com/wasmsched/wasmsched/host/trust"
 )
 
 const pushUsage = `Usage:
   wasmsched push P.wasm --name N [--namespace NS] [--settings JSON|@FILE] [--context KIND]... [--label KEY=VALUE]... [--keep K] [--wait DURATION] [--force] [--kubeconfig PATH]
   wasmsched push --configmaps P.wasm [--name N] [--namespace NS] [--settings JSON|@FILE] [--kubeconfig PATH]
-  wasmsched push --oci REF P.wasm [--settings JSON|@FILE] [--registry-ca FILE]
+  wasmsched push --oci REF P.wasm [--settings JSON|@FILE] [--settings-schema FILE] [--registry-ca FILE]
+
+Every form takes --key K.key: the module is signed as wasmsched sign signs
+it, the signature stored with it (the .sig tag of the artifact, or the
+annotation wasmsched.io/signature of chunk 0).
 
 Checks the module first, with its settings (--settings, else the
 SchedulingPolicy's) and the SchedulingPolicy's limits, through the code the
@@ -96,6 +103,8 @@ func runPush(args []string, stdout, stderr io.Writer) error {
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long (not counting --wait)")
 	ociRef := fs.String("oci", "", "publish to this OCI reference (REGISTRY/REPO:TAG) instead of the cluster")
 	registryCA := fs.String("registry-ca", "", "with --oci: PEM file of CA certificates trusted besides the system roots")
+	keyFile := fs.String("key", "", "sign the module with this private key (wasmsched sign's formats): the .sig tag with --oci, else the chunks' annotation "+source.AnnotationSignature)
+	schemaFile := fs.String("settings-schema", "", "with --oci: a JSON Schema of the policy's settings, carried as the annotation "+source.OCIAnnotationSchema)
 	pos, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -123,6 +132,21 @@ func runPush(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var signer crypto.Signer
+	var sig string
+	if *keyFile != "" {
+		if signer, err = readPrivateKey(*keyFile); err != nil {
+			return err
+		}
+		raw, err := trust.Sign(signer, module)
+		if err != nil {
+			return err
+		}
+		sig = base64.StdEncoding.EncodeToString(raw)
+	}
+	if *schemaFile != "" && *ociRef == "" {
+		return errors.New("--settings-schema applies to --oci")
+	}
 	if *ociRef != "" {
 		if *configMaps || *force || *wait != 0 || len(labelFlags) > 0 {
 			return errors.New("--oci publishes to a registry: --configmaps, --force, --wait and --label do not apply")
@@ -133,7 +157,13 @@ func runPush(args []string, stdout, stderr io.Writer) error {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 		defer cancel()
-		return pushOCI(ctx, *ociRef, path, module, api.Revision{Settings: settings}, opts, stdout)
+		var schema []byte
+		if *schemaFile != "" {
+			if schema, err = os.ReadFile(*schemaFile); err != nil {
+				return err
+			}
+		}
+		return pushOCI(ctx, *ociRef, path, module, api.Revision{Settings: settings}, schema, signer, opts, stdout)
 	}
 	c, err := connect(*kubeconfig, *namespace)
 	if err != nil {
@@ -148,9 +178,9 @@ func runPush(args []string, stdout, stderr io.Writer) error {
 		if len(labelFlags) > 0 || contextFlags.set {
 			return errors.New("--label and --context apply to SchedulingPolicies, not to --configmaps (a static configuration's context is the plugin's policies[].context)")
 		}
-		return pushLegacy(ctx, c, *name, path, module, settings, stdout)
+		return pushLegacy(ctx, c, *name, path, module, settings, sig, stdout)
 	}
-	p := &pusher{cluster: c, name: *name, path: path, module: module, settings: settings, keep: *keep, force: *force, out: stdout,
+	p := &pusher{cluster: c, name: *name, path: path, module: module, settings: settings, signature: sig, keep: *keep, force: *force, out: stdout,
 		labels: labelFlags, context: contextFlags, waiting: *wait > 0}
 	key, gen, err := p.push(ctx)
 	if err != nil {
@@ -167,13 +197,16 @@ func runPush(args []string, stdout, stderr io.Writer) error {
 
 // pushLegacy is push --configmaps: the fixed-name chunks of a static
 // configuration, after the same check of the module.
-func pushLegacy(ctx context.Context, c *cluster, name, path string, module []byte, settings json.RawMessage, out io.Writer) error {
+func pushLegacy(ctx context.Context, c *cluster, name, path string, module []byte, settings json.RawMessage, sig string, out io.Writer) error {
 	if _, err := checkModule(ctx, name, module, api.Revision{Settings: settings}); err != nil {
 		return fmt.Errorf("%s does not load, nothing written: %w", path, err)
 	}
 	cms, err := source.Pack(name, c.namespace, module)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
+	}
+	if sig != "" {
+		cms[0].Annotations[source.AnnotationSignature] = sig
 	}
 	if err := pushConfigMaps(ctx, c.client, cms, out); err != nil {
 		return err
@@ -189,9 +222,11 @@ type pusher struct {
 	name, path string
 	module     []byte
 	settings   json.RawMessage // nil: keep the policy's
-	keep       int
-	force      bool
-	out        io.Writer
+	// signature is the module's base64 signature for chunk 0 ("": none).
+	signature string
+	keep      int
+	force     bool
+	out       io.Writer
 	// labels are added to the SchedulingPolicy's (--label).
 	labels labelList
 	// context replaces spec.context when set (--context).
@@ -274,6 +309,9 @@ func (p *pusher) push(ctx context.Context) (string, int64, error) {
 	cms, err := source.PackModule(p.namespace, p.module)
 	if err != nil {
 		return "", 0, fmt.Errorf("%s: %w", p.path, err)
+	}
+	if p.signature != "" {
+		cms[0].Annotations[source.AnnotationSignature] = p.signature
 	}
 
 	// What the policy will be: the existing spec with the new module (and
@@ -439,6 +477,13 @@ func (p *pusher) writeChunks(ctx context.Context, cms []*v1.ConfigMap, report bo
 					have.Annotations[source.AnnotationSHA256], cm.Annotations[source.AnnotationSHA256])
 			default:
 				verb = "unchanged"
+				// The chunks exist (immutable data); a new signature is
+				// added beside those there (a rotation signs twice).
+				if s := cm.Annotations[source.AnnotationSignature]; s != "" && !hasSignature(have.Annotations[source.AnnotationSignature], s) {
+					have.Annotations[source.AnnotationSignature] = strings.TrimPrefix(have.Annotations[source.AnnotationSignature]+","+s, ",")
+					_, err = cmAPI.Update(ctx, have, metav1.UpdateOptions{FieldManager: fieldManager})
+					verb = "signed"
+				}
 			}
 			break
 		}
@@ -532,4 +577,14 @@ func (p *pusher) clearQuarantine(ctx context.Context, key string) error {
 		return fmt.Errorf("clear the quarantine of schedulingpolicy %s/%s: %w", p.namespace, p.name, err)
 	}
 	return nil
+}
+
+// hasSignature reports whether the comma-separated list holds sig.
+func hasSignature(list, sig string) bool {
+	for _, s := range strings.Split(list, ",") {
+		if strings.TrimSpace(s) == sig {
+			return true
+		}
+	}
+	return false
 }

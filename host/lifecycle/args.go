@@ -55,6 +55,10 @@ type Args struct {
 	// system roots, by the registries modules are pulled from (oci://;
 	// docs/policy-oci.md).
 	RegistryCA string `json:"registryCA,omitempty"`
+	// Trust is the trust policy: the public keys whose signatures let a
+	// module load, checked before it compiles (docs/security.md). Unset:
+	// signatures are not checked.
+	Trust *TrustArgs `json:"trust,omitempty"`
 	// Ceilings bound the limits a SchedulingPolicy may ask for; a
 	// resource over them is refused (its Rejected condition says why).
 	Ceilings *Ceilings `json:"ceilings,omitempty"`
@@ -70,6 +74,60 @@ type Args struct {
 	// writes, as when there is one.
 	StatusLease string `json:"statusLease,omitempty"`
 }
+
+// TrustArgs are the cluster-wide trust policy:
+//
+//	trust:
+//	  mode: Required
+//	  keys:
+//	  - name: release-2026
+//	    configMap: wasmsched-keys
+//	    key: release-2026.pub
+//	  - name: release-2027
+//	    secret: wasmsched-keys-2027
+//
+// A module loads only when one of its signatures (cosign's format:
+// docs/policy-oci.md) verifies with one of Keys; during a key rotation two
+// keys are listed at once (docs/operating.md). A policy may narrow this
+// (PolicyArgs.TrustedKeys, a SchedulingPolicy's spec.trustedKeys), never
+// widen it.
+//
+// +k8s:deepcopy-gen=true
+type TrustArgs struct {
+	// Mode is Required (default: an unsigned module is refused) or
+	// Optional (an unsigned module loads, with a warning; a signature
+	// that is there must still verify).
+	Mode TrustMode `json:"mode,omitempty"`
+	// Keys are the trusted public keys (at most 8).
+	Keys []TrustKey `json:"keys"`
+}
+
+// TrustKey is a PEM public key (ECDSA P-256 or Ed25519, as cosign.pub)
+// kept in a ConfigMap or a Secret in Args.Namespace. It is read at each
+// check: replacing it takes effect at the next load, and a scheduler
+// restart loads nothing the key no longer verifies.
+//
+// +k8s:deepcopy-gen=true
+type TrustKey struct {
+	// Name names the key in messages and in TrustedKeys.
+	Name string `json:"name"`
+	// ConfigMap or Secret holding it (exactly one).
+	ConfigMap string `json:"configMap,omitempty"`
+	Secret    string `json:"secret,omitempty"`
+	// Key is the data key holding the PEM (default cosign.pub).
+	Key string `json:"key,omitempty"`
+}
+
+// TrustMode is Required or Optional.
+type TrustMode string
+
+const (
+	TrustRequired TrustMode = "Required"
+	TrustOptional TrustMode = "Optional"
+)
+
+// maxTrustKeys bounds the trust policy's keys (each is a Get per load).
+const maxTrustKeys = 8
 
 // PolicySelection picks SchedulingPolicies: by name, in the order given,
 // or by label, ordered by spec.order then name. A named policy is
@@ -132,6 +190,9 @@ type PolicyArgs struct {
 	// ConfigMaps deleted): Keep (default) keeps the last good version and
 	// warns; Deactivate stops applying the policy.
 	OnDelete OnDelete `json:"onDelete,omitempty"`
+	// TrustedKeys narrows the trust policy for this policy: its module
+	// must be signed by one of these keys (names of Trust.Keys).
+	TrustedKeys []string `json:"trustedKeys,omitempty"`
 }
 
 // Source locates a module. Exactly one of File, ConfigMap, URL and OCI is
@@ -153,6 +214,10 @@ type Source struct {
 	// checked against SHA256 (docs/policy-oci.md).
 	OCI    string `json:"oci,omitempty"`
 	SHA256 string `json:"sha256,omitempty"`
+	// PullSecret is, with OCI, a kubernetes.io/dockerconfigjson Secret in
+	// Args.Namespace with the registry's credentials, read at each pull
+	// (the scheduler needs get on exactly that Secret); empty: anonymous.
+	PullSecret string `json:"pullSecret,omitempty"`
 }
 
 // Mode is Enforce or Shadow.
@@ -203,6 +268,16 @@ func SetDefaults(a *Args) {
 	}
 	if a.Probation == nil {
 		a.Probation = &metav1.Duration{Duration: defaultProbation}
+	}
+	if a.Trust != nil {
+		if a.Trust.Mode == "" {
+			a.Trust.Mode = TrustRequired
+		}
+		for i := range a.Trust.Keys {
+			if a.Trust.Keys[i].Key == "" {
+				a.Trust.Keys[i].Key = "cosign.pub"
+			}
+		}
 	}
 	if a.SchedulingPolicies != nil {
 		if a.Ceilings == nil {
@@ -265,9 +340,11 @@ func Validate(a *Args) field.ErrorList {
 			errs = append(errs, field.Invalid(field.NewPath("statusLease"), a.StatusLease, "must be namespace/name"))
 		}
 	}
+	errs = append(errs, validateTrust(a)...)
 	seen := map[string]bool{}
 	for i, p := range a.Policies {
 		path := root.Index(i)
+		errs = append(errs, validateTrustedKeys(a, path.Child("trustedKeys"), p.TrustedKeys)...)
 		switch {
 		case p.Name == "":
 			errs = append(errs, field.Required(path.Child("name"), ""))
@@ -306,6 +383,13 @@ func Validate(a *Args) field.ErrorList {
 			}
 		} else if p.Source.SHA256 != "" {
 			errs = append(errs, field.Invalid(path.Child("source", "sha256"), p.Source.SHA256, "only meaningful with url or oci"))
+		}
+		if p.Source.PullSecret != "" {
+			if p.Source.OCI == "" {
+				errs = append(errs, field.Invalid(path.Child("source", "pullSecret"), p.Source.PullSecret, "only meaningful with oci"))
+			} else if msgs := validation.IsDNS1123Subdomain(p.Source.PullSecret); len(msgs) > 0 {
+				errs = append(errs, field.Invalid(path.Child("source", "pullSecret"), p.Source.PullSecret, strings.Join(msgs, "; ")))
+			}
 		}
 		switch p.Mode {
 		case ModeEnforce:
@@ -378,6 +462,67 @@ func validateContext(path *field.Path, kinds []string) field.ErrorList {
 	}
 	if len(kinds) > maxContextKinds {
 		errs = append(errs, field.TooMany(path, len(kinds), maxContextKinds))
+	}
+	return errs
+}
+
+// validateTrust checks the trust policy.
+func validateTrust(a *Args) field.ErrorList {
+	t := a.Trust
+	if t == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	path := field.NewPath("trust")
+	if t.Mode != TrustRequired && t.Mode != TrustOptional {
+		errs = append(errs, field.NotSupported(path.Child("mode"), t.Mode, []TrustMode{TrustRequired, TrustOptional}))
+	}
+	switch n := len(t.Keys); {
+	case n == 0:
+		errs = append(errs, field.Required(path.Child("keys"), "a trust policy lists at least one key"))
+	case n > maxTrustKeys:
+		errs = append(errs, field.TooMany(path.Child("keys"), n, maxTrustKeys))
+	}
+	seen := map[string]bool{}
+	for i, k := range t.Keys {
+		p := path.Child("keys").Index(i)
+		switch {
+		case k.Name == "":
+			errs = append(errs, field.Required(p.Child("name"), ""))
+		case seen[k.Name]:
+			errs = append(errs, field.Duplicate(p.Child("name"), k.Name))
+		}
+		seen[k.Name] = true
+		if countSet(k.ConfigMap, k.Secret) != 1 {
+			errs = append(errs, field.Invalid(p, k.Name, "name exactly one of configMap and secret"))
+		}
+		for _, n := range []string{k.ConfigMap, k.Secret} {
+			if msgs := validation.IsDNS1123Subdomain(n); n != "" && len(msgs) > 0 {
+				errs = append(errs, field.Invalid(p, n, strings.Join(msgs, "; ")))
+			}
+		}
+		if msgs := validation.IsConfigMapKey(k.Key); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(p.Child("key"), k.Key, strings.Join(msgs, "; ")))
+		}
+	}
+	return errs
+}
+
+// validateTrustedKeys checks that a policy narrows the trust policy with
+// keys it lists.
+func validateTrustedKeys(a *Args, path *field.Path, names []string) field.ErrorList {
+	var errs field.ErrorList
+	if len(names) > 0 && a.Trust == nil {
+		return append(errs, field.Invalid(path, names, "trustedKeys needs a trust policy (the argument trust) to narrow"))
+	}
+	for i, n := range names {
+		found := false
+		for _, k := range a.Trust.Keys {
+			found = found || k.Name == n
+		}
+		if !found {
+			errs = append(errs, field.Invalid(path.Index(i), n, "not a key of trust.keys: a policy may narrow the trust policy, never widen it"))
+		}
 	}
 	return errs
 }

@@ -61,6 +61,9 @@ type Lifecycle struct {
 	logger  klog.Logger
 	replica string
 
+	// trust checks versions before they compile; nil: no trust policy.
+	trust *truster
+
 	roster atomic.Pointer[Roster]
 	cat    *catalog
 	// statusCM publishes the profile's report in StatusConfigMap: its
@@ -90,6 +93,7 @@ func Start(args *Args, opts Options) (*Lifecycle, error) {
 		}
 		l.opts.OCI.Transport = t
 	}
+	l.trust = newTruster(args, opts.Client, l.logger)
 	var st store
 	if args.SchedulingPolicies != nil {
 		if opts.Config == nil {

@@ -72,6 +72,8 @@ type request struct {
 	at   time.Time
 	args *PolicyArgs
 	key  string
+	// demand narrows the trust policy for this request (TrustedKeys).
+	demand []string
 }
 
 func (r *request) loadArgs(s *Slot) PolicyArgs {
@@ -258,7 +260,15 @@ func (s *Slot) begin(ctx context.Context, logger klog.Logger, a *attempt) {
 	l.inFlight.Add(1)
 	go func() {
 		defer l.inFlight.Add(-1)
-		p, err := loadVersion(actx, logger, a.req.loadArgs(s), a.req.v.Module, func(stage string) { s.setStage(a.pend, stage) }, s.bind)
+		var p *policy.Policy
+		var err error
+		if s.check != nil {
+			s.setStage(a.pend, "verifying")
+			err = s.check(actx, a.req)
+		}
+		if err == nil {
+			p, err = loadVersion(actx, logger, a.req.loadArgs(s), a.req.v.Module, func(stage string) { s.setStage(a.pend, stage) }, s.bind)
+		}
 		a.cancel()
 		a.p, a.err = p, err
 		select {

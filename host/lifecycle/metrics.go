@@ -48,7 +48,7 @@ var (
 // calling it again does nothing.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(activeVersion, reloadsTotal, reloadDuration, loadingSince)
+		legacyregistry.MustRegister(activeVersion, reloadsTotal, reloadDuration, loadingSince, untrustedTotal)
 		legacyregistry.CustomMustRegister(guestTime, instances)
 	})
 }

@@ -46,6 +46,7 @@ func (f ociFetcher) fetchWith(ctx context.Context, ref, sha256 string, keychain 
 	if f.cache != nil {
 		if v, err := f.cache.Get(sha256); err == nil {
 			v.Origin = "oci " + ref + " (" + v.Origin + ")"
+			f.cachedSignatures(ctx, &v, ref, sha256, keychain)
 			return v, nil
 		}
 	}
@@ -62,9 +63,53 @@ func (f ociFetcher) fetchWith(ctx context.Context, ref, sha256 string, keychain 
 	if f.cache != nil {
 		if err := f.cache.Put(v.Module); err != nil {
 			f.logger.Error(err, "Could not keep the pulled module in the module cache: a restart with the registry down could not serve it", "oci", ref)
+		} else if err := f.cache.PutSignatures(sha256, v.Manifest, v.Signatures); err != nil {
+			f.logger.Error(err, "Could not keep the pulled module's signatures in the module cache: a restart with the registry down could not check them", "oci", ref)
 		}
 	}
 	return v, nil
+}
+
+// sigRefreshTimeout bounds reading a cached module's signatures again from
+// its registry.
+const sigRefreshTimeout = 30 * time.Second
+
+// cachedSignatures gives a module read from the cache its signatures: read
+// again from the registry (a module re-signed with a new key during a
+// rotation is seen at the next load), else, the registry being down, those
+// kept beside it when it was pulled.
+func (f ociFetcher) cachedSignatures(ctx context.Context, v *source.Version, ref, sha256 string, keychain func(context.Context) (authn.Keychain, error)) {
+	d, err := source.ParseOCIReference(ref)
+	if err != nil {
+		return
+	}
+	v.Manifest = d.DigestStr()
+	opts := f.opts
+	opts.Timeout = min(sigRefreshTimeout, max(opts.Timeout, 0))
+	if opts.Timeout == 0 {
+		opts.Timeout = sigRefreshTimeout
+	}
+	k, err := keychain(ctx)
+	if err == nil {
+		opts.Keychain = k
+		var sigs []source.Signature
+		if sigs, err = source.FetchOCISignatures(ctx, d, opts); err == nil {
+			v.Signatures = sigs
+			if err := f.cache.PutSignatures(sha256, v.Manifest, sigs); err != nil {
+				f.logger.Error(err, "Could not keep the module's signatures in the module cache", "oci", ref)
+			}
+			return
+		}
+	}
+	manifest, sigs, cerr := f.cache.Signatures(sha256)
+	if cerr != nil {
+		f.logger.Error(cerr, "Could not read the cached module's signatures", "oci", ref)
+		return
+	}
+	if manifest == v.Manifest {
+		v.Signatures = sigs
+	}
+	f.logger.Info("Signatures of the cached module read from the module cache: the registry did not answer", "oci", ref, "err", err)
 }
 
 // ociSource is a static policy's module in a registry: pulled once (the
@@ -73,13 +118,21 @@ func (f ociFetcher) fetchWith(ctx context.Context, ref, sha256 string, keychain 
 type ociSource struct {
 	f           ociFetcher
 	ref, sha256 string
+	// keychain gives the pull secret's credentials (nil: anonymous).
+	keychain func(context.Context) (authn.Keychain, error)
 }
 
 func (s ociSource) Run(ctx context.Context, h source.Handlers) {
 	defer func() { <-ctx.Done() }()
 	wait := time.Second
 	for {
-		v, err := s.f.fetch(ctx, s.ref, s.sha256)
+		var v source.Version
+		var err error
+		if s.keychain != nil {
+			v, err = s.f.fetchWith(ctx, s.ref, s.sha256, s.keychain)
+		} else {
+			v, err = s.f.fetch(ctx, s.ref, s.sha256)
+		}
 		if ctx.Err() != nil {
 			return
 		}

@@ -95,6 +95,9 @@ func (c *catalog) newEntry(sp *api.SchedulingPolicy) *entry {
 	s.onSwap = c.l.swapped
 	s.beforeInstall = e.beforeInstall
 	s.afterLoad = e.afterLoad
+	if t := c.l.trust; t != nil {
+		s.check = func(ctx context.Context, r *request) error { return t.check(ctx, name, r.v, r.demand) }
+	}
 	e.slot = s
 	guestTime.add(s)
 	s.startLoader(ctx, c.logger)
@@ -249,13 +252,16 @@ func (e *entry) refuse(rev api.Revision, kind string, err error) {
 		why = fmt.Sprintf("revision %s: %v; the last good revision %s cannot serve either: %v", e.want.Short(), w.err, rev.Short(), err)
 	}
 	e.slot.setMissing(why)
-	if note := rev.Key + "\x00" + err.Error(); kind != api.ReasonLoadFailed && note != e.rejected {
+	if note := rev.Key + "\x00" + err.Error(); kind != api.ReasonLoadFailed && kind != api.ReasonUntrusted && note != e.rejected {
 		// The loader recorded a load's failure itself; a refusal repeated
 		// (a fetch retried at each resync) is recorded once.
 		e.rejected = note
 		e.slot.reject(rev.Module.SHA256, err)
 	}
-	if rev.Key == e.want.Key && kind != api.ReasonQuarantined {
+	switch {
+	case rev.Key == e.want.Key && kind == api.ReasonUntrusted:
+		e.c.event(e.sp, err, v1.EventTypeWarning, EventUntrusted, e.c.store.rejectedNote(e, rev, err))
+	case rev.Key == e.want.Key && kind != api.ReasonQuarantined:
 		e.c.event(e.sp, err, v1.EventTypeWarning, EventRejected, e.c.store.rejectedNote(e, rev, err))
 	}
 	e.c.status.touch(e.name)
@@ -323,7 +329,7 @@ func (e *entry) fetch(rev api.Revision, gen int) {
 			return
 		}
 		e.revs[rev.Key] = rev
-		e.slot.offerRequest(&request{v: v, at: time.Now(), args: args, key: rev.Key})
+		e.slot.offerRequest(&request{v: v, at: time.Now(), args: args, key: rev.Key, demand: e.sp.Spec.TrustedKeys})
 	}()
 }
 
@@ -359,7 +365,11 @@ func (e *entry) afterLoad(r *request, err error) {
 	}
 	e.startup = false
 	if err != nil {
-		e.refuse(rev, api.ReasonLoadFailed, err)
+		kind := api.ReasonLoadFailed
+		if isUntrusted(err) {
+			kind = api.ReasonUntrusted
+		}
+		e.refuse(rev, kind, err)
 		return
 	}
 	e.settle()

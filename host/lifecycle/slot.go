@@ -49,6 +49,9 @@ type Slot struct {
 	// bind binds a loaded version to what it reads of the cluster
 	// (Options.Bind); nil: nothing to bind.
 	bind BindFunc
+	// check, when set, decides before a version compiles whether it may
+	// load at all (the trust policy); its error refuses the version.
+	check func(ctx context.Context, r *request) error
 
 	// load hands revisions to the loader goroutine (loader.go).
 	load loader

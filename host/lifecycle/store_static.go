@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -126,7 +127,13 @@ func (s *staticStore) newSource(pa PolicyArgs) source.Source {
 	case pa.Source.URL != "":
 		return source.NewURL(pa.Source.URL, pa.Source.SHA256, nil) // nil: a client with a timeout
 	case pa.Source.OCI != "":
-		return ociSource{f: s.l.ociFetcher(), ref: pa.Source.OCI, sha256: pa.Source.SHA256}
+		src := ociSource{f: s.l.ociFetcher(), ref: pa.Source.OCI, sha256: pa.Source.SHA256}
+		if secret := pa.Source.PullSecret; secret != "" {
+			src.keychain = func(ctx context.Context) (authn.Keychain, error) {
+				return pullSecret(ctx, s.l.opts.Client, s.namespace, secret)
+			}
+		}
+		return src
 	}
 	return source.NewFile(pa.Source.File, filePoll)
 }
@@ -168,7 +175,7 @@ func (s *staticStore) spec(p *staticPolicy) *api.SchedulingPolicy {
 		ObjectMeta: metav1.ObjectMeta{Name: pa.Name, Namespace: s.namespace, Generation: p.gen},
 		Spec: api.SchedulingPolicySpec{Settings: pa.Settings, Mode: api.Mode(pa.Mode), Shadows: pa.Shadows,
 			FailurePolicy: api.FailurePolicy(pa.FailurePolicy), Weight: pa.Weight, Timeout: pa.Timeout, MemoryLimit: pa.MemoryLimit,
-			MaxInstances: int32(pa.MaxInstances), Context: pa.Context},
+			MaxInstances: int32(pa.MaxInstances), Context: pa.Context, TrustedKeys: pa.TrustedKeys},
 		Status: *p.status.DeepCopy(),
 	}
 	if p.latest != nil {
@@ -340,6 +347,10 @@ func (s *staticStore) fetch(ctx context.Context, name string, m api.Module) (sou
 	if c := s.l.opts.ModuleCache; c != nil {
 		v, err := c.Get(m.SHA256)
 		if err == nil {
+			// The signatures kept with it, for the trust policy.
+			if manifest, sigs, serr := c.Signatures(m.SHA256); serr == nil {
+				v.Manifest, v.Signatures = manifest, sigs
+			}
 			return v, nil
 		}
 		errs = append(errs, err)
@@ -362,7 +373,10 @@ func (s *staticStore) fetch(ctx context.Context, name string, m api.Module) (sou
 // may not hold it when the scheduler restarts.
 func (s *staticStore) keep(_ api.Revision, module []byte) error {
 	if c := s.l.opts.ModuleCache; c != nil && module != nil {
-		return c.Put(module)
+		if err := c.Put(module); err != nil {
+			return err
+		}
+		s.l.trust.keepSignatures(c, source.Digest(module))
 	}
 	return nil
 }

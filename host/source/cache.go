@@ -141,5 +141,6 @@ func (c *Cache) prune() {
 	sort.Slice(files, func(i, j int) bool { return files[i].mod > files[j].mod })
 	for _, f := range files[MaxCached:] {
 		_ = os.Remove(filepath.Join(c.dir, f.name))
+		_ = os.Remove(filepath.Join(c.dir, strings.TrimSuffix(f.name, ".wasm")+sigSuffix))
 	}
 }

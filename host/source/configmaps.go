@@ -188,6 +188,7 @@ func (a *assembly) look(list []*v1.ConfigMap, now time.Time) (retry time.Time) {
 			for _, cm := range list {
 				if cm.Name == ChunkName(a.src.policy, 0) {
 					v.ResourceVersion = cm.ResourceVersion
+					v.Signatures = chunkSignatures(a.src.namespace, cm)
 				}
 			}
 			a.h.version(v)

@@ -27,6 +27,10 @@
 //	  wasmsched.io/size: <uncompressed bytes>
 //	  wasmsched.io/chunk-sha256: <hex sha256 of this chunk's payload>
 //
+// Chunk 0 may also carry wasmsched.io/signature (AnnotationSignature):
+// the module's cosign blob signatures, base64, separated by commas
+// (signature.go). They are handed over unchecked; host/trust checks them.
+//
 // The per-chunk digest is not needed to verify the module (its sha256
 // does that) but names the ConfigMap that is damaged when one is.
 //

@@ -82,11 +82,17 @@ func (s *fileSource) Run(ctx context.Context, h Handlers) {
 			report(err)
 			return
 		}
+		sigs, err := ReadDetachedSignatures(s.path)
+		if err != nil {
+			read = stamp{}
+			report(err)
+			return
+		}
 		lastErr = ""
 		d := Digest(module)
 		if d != lastDigest {
 			lastDigest = d
-			h.version(Version{Module: module, Digest: d, Origin: "file " + s.path})
+			h.version(Version{Module: module, Digest: d, Origin: "file " + s.path, Signatures: sigs})
 		}
 	}
 	load()

@@ -80,7 +80,7 @@ func FetchModule(ctx context.Context, client kubernetes.Interface, namespace, sh
 	if digest != sha256 {
 		return Version{}, &ChunkError{ConfigMap: namespace + "/" + first, Err: fmt.Errorf("holds module %s, not %s", digest, sha256)}
 	}
-	return Version{Module: module, Digest: digest, Origin: originOf(namespace, name, chunks)}, nil
+	return Version{Module: module, Digest: digest, Origin: originOf(namespace, name, chunks), Signatures: chunkSignatures(namespace, cm0)}, nil
 }
 
 // FetchURL downloads a module once and checks it is sha256 (the rules of
@@ -106,5 +106,9 @@ func ReadFile(path, sha256 string) (Version, error) {
 	if d := Digest(b); d != sha256 {
 		return Version{}, fmt.Errorf("file %s: sha256 mismatch: the file's sha256 is %s, the policy names %s", path, d, sha256)
 	}
-	return Version{Module: b, Digest: sha256, Origin: "file " + path}, nil
+	sigs, err := ReadDetachedSignatures(path)
+	if err != nil {
+		return Version{}, err
+	}
+	return Version{Module: b, Digest: sha256, Origin: "file " + path, Signatures: sigs}, nil
 }

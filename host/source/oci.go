@@ -140,7 +140,9 @@ func (e *OCIError) Unwrap() error { return e.Err }
 // or whose descriptor names another digest than sha256, bytes that are
 // not what the descriptor says, a body longer than the limit (an endless
 // stream), and whatever the registry answers instead of the artifact.
-// The pull is bounded by opts.Timeout and ctx.
+// The pull is bounded by opts.Timeout and ctx. The artifact's cosign
+// signatures come with the module (Version.Signatures; none when it has
+// no signature tag), unchecked: host/trust checks them.
 func FetchOCI(ctx context.Context, ref, sha256 string, opts OCIOptions) (Version, error) {
 	d, err := ParseOCIReference(ref)
 	if err != nil {
@@ -156,7 +158,12 @@ func FetchOCI(ctx context.Context, ref, sha256 string, opts OCIOptions) (Version
 	if err != nil {
 		return Version{}, &OCIError{Ref: d.String(), Err: err}
 	}
-	return Version{Module: module, Digest: sha256, Origin: "oci " + d.String()}, nil
+	tag := OCISignatureTag(d)
+	sigs, err := fetchOCISignatures(ctx, tag, opts)
+	if err != nil {
+		return Version{}, &OCIError{Ref: tag.String(), Err: err}
+	}
+	return Version{Module: module, Digest: sha256, Origin: "oci " + d.String(), Manifest: d.DigestStr(), Signatures: sigs}, nil
 }
 
 func pullOCI(ctx context.Context, d name.Digest, sha256 string, opts OCIOptions) ([]byte, error) {

@@ -326,4 +326,16 @@ func BenchmarkOCIPull(b *testing.B) {
 			}
 		}
 	})
+	// What a cached module costs the scheduler with signatures: its
+	// signatures read again from the registry (one signature here).
+	if err := source.PushOCISignature(context.Background(), pinned, []byte(`{"critical":{}}`), []byte("sig"), o.opts); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("signatures", func(b *testing.B) {
+		for b.Loop() {
+			if sigs, err := source.FetchOCISignatures(context.Background(), pinned, o.opts); err != nil || len(sigs) != 1 {
+				b.Fatal(len(sigs), err)
+			}
+		}
+	})
 }

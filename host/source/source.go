@@ -16,6 +16,27 @@ type Version struct {
 	// ResourceVersion is, for a version from ConfigMaps, chunk 0's
 	// resource version: Events about the version name that object.
 	ResourceVersion string
+	// Signatures are the signatures found beside the module (none: the
+	// module is unsigned): a detached .sig file, the ConfigMaps'
+	// annotation, the artifact's cosign signature image. They are not
+	// checked here: host/trust does, against the keys the cluster trusts.
+	Signatures []Signature
+	// Manifest is, for a module from an OCI registry, the artifact's
+	// manifest digest ("sha256:<hex>"), which image signatures vouch for.
+	Manifest string
+}
+
+// A Signature is one signature found beside a module, in cosign's format.
+type Signature struct {
+	// Payload is what was signed: nil for a blob signature, made over the
+	// module's bytes; else a simple-signing payload naming the manifest
+	// digest of the artifact holding the module.
+	Payload []byte
+	// Signature is the raw signature (decoded from the base64 cosign
+	// writes).
+	Signature []byte
+	// From says where it was found, for messages.
+	From string
 }
 
 // Handlers receive what a [Source] finds. A nil field ignores that kind of

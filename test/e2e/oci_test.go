@@ -36,32 +36,7 @@ func TestSchedulingPolicyFromOCI(t *testing.T) {
 	t.Setenv("WASMSCHED_CACHE_DIR", t.TempDir())
 	var lie atomic.Value // the blob path the registry lies about
 	lie.Store("")
-	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Repositories under private/ need basic auth (and so does the
-		// ping, so that clients learn the scheme).
-		if r.URL.Path == "/v2/" || strings.HasPrefix(r.URL.Path, "/v2/private/") {
-			if u, p, ok := r.BasicAuth(); !ok || u != "puller" || p != "s3cret" {
-				w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
-				http.Error(w, "unauthorized", http.StatusUnauthorized)
-				return
-			}
-		}
-		if p := lie.Load().(string); p != "" && r.URL.Path == p {
-			_, _ = w.Write([]byte("\x00asm\x01\x00\x00\x00 other bytes"))
-			return
-		}
-		reg.ServeHTTP(w, r)
-	}))
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	srv.StartTLS()
-	defer srv.Close()
-	caFile := filepath.Join(t.TempDir(), "registry-ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	host := strings.TrimPrefix(srv.URL, "https://")
-	opts := source.OCIOptions{Transport: srv.Client().Transport}
+	srv, host, caFile, opts := startRegistry(t, &lie)
 
 	c := startCluster(t, nil)
 	c.installCRD()
@@ -80,10 +55,7 @@ func TestSchedulingPolicyFromOCI(t *testing.T) {
 	}
 	first := ociSpec(module, ref.String(), "n1")
 	c.applyPolicy("pin", first)
-	withCA := func(cfg map[string]any) {
-		prof := cfg["profiles"].([]any)[0].(map[string]any)
-		prof["pluginConfig"].([]any)[0].(map[string]any)["args"].(map[string]any)["registryCA"] = caFile
-	}
+	withCA := func(cfg map[string]any) { pluginArgs(cfg)["registryCA"] = caFile }
 	restartScheduler(t, c, nil, selecting("2s", "pin"), withCA)
 	firstKey := revisionKey(t, first)
 	c.waitPolicy("pin", "proven", 60*time.Second, func(sp *api.SchedulingPolicy) bool {
@@ -172,6 +144,47 @@ func TestSchedulingPolicyFromOCI(t *testing.T) {
 	if n := c.waitBound("c", 30*time.Second); n != "n2" {
 		t.Errorf("pod c on %s, want n2", n)
 	}
+}
+
+// startRegistry starts an OCI registry (go-containerregistry's, in
+// process) behind TLS; repositories under private/ need basic auth
+// (puller, s3cret). When lie holds a path, that blob is served as other
+// bytes. It returns the server, its host, a file with its CA certificate
+// (for the plugin argument registryCA) and client options trusting it.
+func startRegistry(t *testing.T, lie *atomic.Value) (*httptest.Server, string, string, source.OCIOptions) {
+	t.Helper()
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Repositories under private/ need basic auth (and so does the
+		// ping, so that clients learn the scheme).
+		if r.URL.Path == "/v2/" || strings.HasPrefix(r.URL.Path, "/v2/private/") {
+			if u, p, ok := r.BasicAuth(); !ok || u != "puller" || p != "s3cret" {
+				w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+		}
+		if p, _ := lie.Load().(string); p != "" && r.URL.Path == p {
+			_, _ = w.Write([]byte("\x00asm\x01\x00\x00\x00 other bytes"))
+			return
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	caFile := filepath.Join(t.TempDir(), "registry-ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return srv, strings.TrimPrefix(srv.URL, "https://"), caFile, source.OCIOptions{Transport: srv.Client().Transport}
+}
+
+// pluginArgs are the WasmPolicy arguments of a scheduler configuration's
+// first profile.
+func pluginArgs(cfg map[string]any) map[string]any {
+	prof := cfg["profiles"].([]any)[0].(map[string]any)
+	return prof["pluginConfig"].([]any)[0].(map[string]any)["args"].(map[string]any)
 }
 
 func mustKeychain(t *testing.T, user, password, host string) authn.Keychain {

@@ -63,6 +63,11 @@ type SchedulingPolicySpec struct {
 	// readable, listed or not. The scheduler needs RBAC to list and watch
 	// each kind (manifests/rbac.yaml).
 	Context []string `json:"context,omitempty"`
+	// TrustedKeys narrows the cluster's trust policy for this policy: its
+	// modules must be signed by one of these keys (names of the plugin
+	// argument trust.keys). Empty: any key the cluster trusts. It can
+	// never add a key the cluster does not trust.
+	TrustedKeys []string `json:"trustedKeys,omitempty"`
 }
 
 // Module names a module by digest and says where its bytes are: in
@@ -204,6 +209,7 @@ const (
 	// Rejected reasons.
 	ReasonLoadFailed = "LoadFailed" // compile, init, ABI or settings
 	ReasonFetch      = "FetchFailed"
-	ReasonInvalid    = "Invalid" // refused by the scheduler's own checks
+	ReasonInvalid    = "Invalid"   // refused by the scheduler's own checks
+	ReasonUntrusted  = "Untrusted" // refused by the trust policy: no signature by a trusted key
 	ReasonAccepted   = "Accepted"
 )

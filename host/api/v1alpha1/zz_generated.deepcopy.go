@@ -224,6 +224,11 @@ func (in *SchedulingPolicySpec) DeepCopyInto(out *SchedulingPolicySpec) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.TrustedKeys != nil {
+		in, out := &in.TrustedKeys, &out.TrustedKeys
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	return
 }
 
