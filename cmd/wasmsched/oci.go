@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 
 	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
+	"github.com/wasmsched/wasmsched/host/explain"
 	"github.com/wasmsched/wasmsched/host/policy"
 	"github.com/wasmsched/wasmsched/host/source"
 	"github.com/wasmsched/wasmsched/host/trust"
@@ -65,7 +66,7 @@ func ociOptions(caFile string, timeout time.Duration) (source.OCIOptions, error)
 // schema (schema: a JSON document, or nil), and signed with key (nil:
 // unsigned).
 func pushOCI(ctx context.Context, ref, path string, module []byte, rev api.Revision, schema []byte, key crypto.Signer, opts source.OCIOptions, out io.Writer) error {
-	p, err := policy.Load(ctx, policy.Options{Name: "oci", Wasm: module, Settings: rev.Settings, Engine: engineConfig(rev), MaxInstances: 1})
+	p, err := policy.Load(ctx, policy.Options{Name: "oci", Wasm: module, Settings: rev.Settings, Engine: explain.EngineConfig(rev), MaxInstances: 1})
 	if err != nil {
 		return fmt.Errorf("%s does not load, nothing pushed: %w", path, err)
 	}
