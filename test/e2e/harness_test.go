@@ -151,9 +151,13 @@ func startCluster(t *testing.T, policies []policy, tweaks ...func(cfg map[string
 	return c
 }
 
-// restartScheduler starts an in-process scheduler for c with policies.
+// restartScheduler stops c's scheduler, if one runs, and starts an
+// in-process scheduler for c with policies.
 func restartScheduler(t *testing.T, c *cluster, policies []policy, tweaks ...func(cfg map[string]any)) {
 	t.Helper()
+	if c.sched != nil {
+		c.sched.Stop()
+	}
 	c.config = schedulerConfig(t, t.TempDir(), c.kubeconfig, policies, tweaks...)
 	s, err := controlplane.StartScheduler(context.Background(), controlplane.SchedulerOptions{
 		Kubeconfig:      c.kubeconfig,
