@@ -1881,9 +1881,9 @@ type PodSignature struct {
 	// Whole fields of Pod, by their names in this file: namespace, owner,
 	// priority, priority_class_name, node_selector, required_node_affinity,
 	// preferred_node_affinity, tolerations, topology_spread_constraints,
-	// requests, labels, annotations, node_name, nominated_node_name. name,
-	// uid and scheduler_name are always sent; verdicts must not depend on
-	// name or uid.
+	// requests, labels, annotations, node_name, nominated_node_name,
+	// pod_group. name, uid and scheduler_name are always sent; verdicts must
+	// not depend on name or uid.
 	Fields []string `protobuf:"bytes,1,rep,name=fields,proto3" json:"fields,omitempty"`
 	// Single labels and annotations, when the fields are not declared whole.
 	LabelKeys      []string `protobuf:"bytes,2,rep,name=label_keys,json=labelKeys,proto3" json:"label_keys,omitempty"`

@@ -16,6 +16,7 @@ import (
 // subsets.
 func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	st := pl.newCycle(pod, nodes)
+	pl.withGroup(cs, pod, st.c.Policy)
 	st.rejected = pl.rejected.start(pod)
 	cs.Write(stateKey, st)
 	if len(st.blocked) > 0 {

@@ -223,13 +223,13 @@ func (pl *Plugin) activate(cause string, match func(*rejection) bool) {
 // rejected by a policy that declared nothing is retried on every one of
 // them, as a policy's rules may read anything of nodes and pods.
 func (pl *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
-	return []fwk.ClusterEventWithHint{
+	return append([]fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add}, QueueingHintFn: pl.hintNodeAdded},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Update}, QueueingHintFn: pl.hintNodeUpdated},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: pl.hintPodAdded},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}, QueueingHintFn: pl.hintPodDeleted},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Update}, QueueingHintFn: pl.hintPodUpdated},
-	}, nil
+	}, pl.groupEvents()...), nil
 }
 
 // hint answers for pod, rejected earlier: Queue when a policy that
