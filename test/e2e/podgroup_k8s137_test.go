@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/kubernetes/pkg/features"
 
 	"github.com/wasmsched/wasmsched/internal/controlplane"
@@ -44,7 +45,10 @@ func startGroupCluster(t *testing.T, gates bool) *cluster {
 	if err := cp.WriteKubeconfig(c.kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	restartScheduler(t, c, []policy{{Name: "topology", Package: "examples/topology", Settings: `{"topologyKey": "example.com/gpu-domain"}`}},
+	restartScheduler(t, c, []policy{
+		{Name: "topology", Package: "examples/topology", Settings: `{"topologyKey": "example.com/gpu-domain"}`},
+		{Name: "groupprobe", Package: "test/guests/groupprobe"},
+	},
 		func(cfg map[string]any) {
 			profile := cfg["profiles"].([]any)[0].(map[string]any)
 			plugins := profile["plugins"].(map[string]any)
@@ -115,6 +119,14 @@ func TestPodGroupPlacedWithinOneRack(t *testing.T) {
 			t.Errorf("pod %s placed in rack %s; the gang fits the tighter r1 (%v)", p, r, racks)
 		}
 	}
+	// Both racks hold the gang, so the scheduler reserved it on each and
+	// undid each (the probe's Reserve checks that every member's cycle
+	// carries its PodGroup and placement), then reserved the chosen r1
+	// again to bind it (1.37.2's assumeSubtreeWithRevert): 12 Reserves, 8
+	// Unreserves.
+	if r, u := policyCalls(t, "groupprobe", "reserve"), policyCalls(t, "groupprobe", "unreserve"); r != 12 || u != 8 {
+		t.Errorf("groupprobe: %v Reserve and %v Unreserve calls, want 12 and 8", r, u)
+	}
 
 	// r1 is full; r2 holds 3 pods of 8 GPUs: a gang of 4 fits no rack.
 	big := c.gang("big", 4, 4, "8")
@@ -126,6 +138,31 @@ func TestPodGroupPlacedWithinOneRack(t *testing.T) {
 	for _, p := range big {
 		c.stayUnbound(p, 0)
 	}
+}
+
+// policyCalls sums the scheduler's count of a policy's calls at a point.
+func policyCalls(t *testing.T, policy, point string) float64 {
+	t.Helper()
+	mfs, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != "wasmsched_policy_calls_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			if labels["policy"] == policy && labels["point"] == point {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }
 
 // TestPodGroupGatesOff: with the gates off the API server drops the pods'
