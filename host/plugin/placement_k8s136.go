@@ -5,7 +5,9 @@ package plugin
 import (
 	"context"
 
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/features"
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 	"github.com/wasmsched/wasmsched/host/convert"
@@ -21,17 +23,14 @@ func (pl *Plugin) ScorePlacement(ctx context.Context, _ fwk.PodGroupCycleState, 
 // podGroupOf: 1.36's PodGroupInfo carries no object; it is looked up.
 func (pl *Plugin) podGroupOf(fwk.PodGroupInfo) *abiv1.PodGroup { return nil }
 
-// podGroupObject is the PodGroup the scheduler's DRA manager lists (1.36
-// keeps PodGroups there), or nil.
+// podGroupObject is the PodGroup in the scheduler's informer, or nil. The
+// scheduler watches PodGroups (v1alpha2) with the GenericWorkload gate on;
+// without it no pod names a group and this is never asked.
 func (pl *Plugin) podGroupObject(namespace, name string) *abiv1.PodGroup {
-	if pl.handle == nil || pl.handle.SharedDRAManager() == nil {
+	if pl.handle == nil || pl.handle.SharedInformerFactory() == nil || !utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload) {
 		return nil
 	}
-	l := pl.handle.SharedDRAManager().PodGroups()
-	if l == nil {
-		return nil
-	}
-	pg, err := l.Get(namespace, name)
+	pg, err := pl.handle.SharedInformerFactory().Scheduling().V1alpha2().PodGroups().Lister().PodGroups(namespace).Get(name)
 	if err != nil {
 		return nil
 	}

@@ -8,9 +8,18 @@ package main
 
 import "github.com/wasmsched/wasmsched/guest"
 
+// settings: RequirePlacement also requires the placement's name, which
+// Kubernetes 1.36's scheduler does not tell.
+type settings struct {
+	RequirePlacement bool `json:"requirePlacement"`
+}
+
+var s settings
+
 func init() {
 	guest.Register(&guest.Policy{
 		Name:           "groupprobe",
+		Settings:       func(raw []byte) error { return guest.ParseSettings(raw, &s) },
 		WantsPodGroups: true,
 		Reserve: func(c *guest.Cycle, n *guest.NodeInfo) guest.Status {
 			name := c.Pod.PodGroupName()
@@ -24,7 +33,7 @@ func init() {
 				return guest.Errorf("groupprobe: member of %s without its PodGroup", name)
 			case !ok:
 				return guest.Errorf("groupprobe: member of %s reserved outside a pod-group cycle", name)
-			case placement == "":
+			case placement == "" && s.RequirePlacement:
 				return guest.Errorf("groupprobe: member of %s reserved without the placement's name", name)
 			}
 			return guest.OK()
