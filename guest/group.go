@@ -73,6 +73,10 @@ func (g *PodGroup) Scheduled() int { return int(g.msg.GetScheduled()) }
 func (g *PodGroup) Assumed() int   { return int(g.msg.GetAssumed()) }
 func (g *PodGroup) Pending() int   { return int(g.msg.GetPending()) }
 
+// MemberNodes returns the nodes the scheduled and assumed members run on,
+// sorted, each once.
+func (g *PodGroup) MemberNodes() []string { return g.msg.GetMemberNodes() }
+
 // PodGroupName returns the PodGroup the pod belongs to
 // (spec.schedulingGroup.podGroupName, in its namespace), or "".
 func (p *Pod) PodGroupName() string { return p.msg.GetPodGroup() }

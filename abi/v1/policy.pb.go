@@ -803,6 +803,9 @@ type PodGroup struct {
 	Scheduled int32 `protobuf:"varint,11,opt,name=scheduled,proto3" json:"scheduled,omitempty"`
 	Assumed   int32 `protobuf:"varint,12,opt,name=assumed,proto3" json:"assumed,omitempty"`
 	Pending   int32 `protobuf:"varint,13,opt,name=pending,proto3" json:"pending,omitempty"`
+	// The nodes the scheduled and assumed members run on, sorted, each once:
+	// a group constrained to a topology domain stays in theirs.
+	MemberNodes []string `protobuf:"bytes,14,rep,name=member_nodes,json=memberNodes,proto3" json:"member_nodes,omitempty"`
 }
 
 func (x *PodGroup) ProtoReflect() protoreflect.Message {
@@ -898,6 +901,13 @@ func (x *PodGroup) GetPending() int32 {
 		return x.Pending
 	}
 	return 0
+}
+
+func (x *PodGroup) GetMemberNodes() []string {
+	if x != nil {
+		return x.MemberNodes
+	}
+	return nil
 }
 
 // GroupCycle marks the calls of a pod's cycle that is part of a pod-group

@@ -904,6 +904,15 @@ func (m *PodGroup) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if len(m.MemberNodes) > 0 {
+		for iNdEx := len(m.MemberNodes) - 1; iNdEx >= 0; iNdEx-- {
+			i -= len(m.MemberNodes[iNdEx])
+			copy(dAtA[i:], m.MemberNodes[iNdEx])
+			i = encodeVarint(dAtA, i, uint64(len(m.MemberNodes[iNdEx])))
+			i--
+			dAtA[i] = 0x72
+		}
+	}
 	if m.Pending != 0 {
 		i = encodeVarint(dAtA, i, uint64(m.Pending))
 		i--
@@ -3879,6 +3888,12 @@ func (m *PodGroup) SizeVT() (n int) {
 	}
 	if m.Pending != 0 {
 		n += 1 + sov(uint64(m.Pending))
+	}
+	if len(m.MemberNodes) > 0 {
+		for _, s := range m.MemberNodes {
+			l = len(s)
+			n += 1 + l + sov(uint64(l))
+		}
 	}
 	n += len(m.unknownFields)
 	return n
@@ -7539,6 +7554,38 @@ func (m *PodGroup) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 14:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field MemberNodes", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLength
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.MemberNodes = append(m.MemberNodes, string(dAtA[iNdEx:postIndex]))
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := skip(dAtA[iNdEx:])

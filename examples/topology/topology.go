@@ -134,6 +134,9 @@ func (p *Policy) Generate(g *guest.Group, parent guest.Placement) ([]guest.Place
 	if len(ds) == 0 {
 		return nil, guest.RejectUnresolvable("%s: no node of %d has the label %s", Name, len(parent.Nodes), key)
 	}
+	if pl, ok := membersDomain(g, key, ds); ok {
+		return []guest.Placement{pl}, guest.OK()
+	}
 	var fit []*domain
 	for _, d := range ds {
 		if d.room >= want {
@@ -161,6 +164,33 @@ func (p *Policy) Generate(g *guest.Group, parent guest.Placement) ([]guest.Place
 	}
 	return nil, guest.Reject("%s: %s needs %d pods%s within one %s domain; the largest, %s, has room for %d (%d domains)",
 		Name, groupKey(g), want, p.sized(per), key, largest.value, largest.room, len(ds))
+}
+
+// membersDomain is the placement of the domains the group's scheduled and
+// assumed members run in, when there are any: the rest of the group joins
+// them (whether it fits there is the scheduler's call).
+func membersDomain(g *guest.Group, key string, ds []*domain) (guest.Placement, bool) {
+	if g.PodGroup == nil || len(g.PodGroup.MemberNodes()) == 0 {
+		return guest.Placement{}, false
+	}
+	members := g.PodGroup.MemberNodes()
+	pl := guest.Placement{}
+	var values []string
+	for _, d := range ds {
+		for _, n := range d.nodes {
+			if _, ok := slices.BinarySearch(members, n.Name()); ok {
+				values = append(values, d.value)
+				pl.Nodes = append(pl.Nodes, d.nodes...)
+				break
+			}
+		}
+	}
+	if len(values) == 0 {
+		return guest.Placement{}, false
+	}
+	slices.Sort(values)
+	pl.Name = key + "=" + strings.Join(values, ",")
+	return pl, true
 }
 
 // split is one placement over the fewest domains (largest room first) that

@@ -157,3 +157,16 @@ func TestScoreAndNormalize(t *testing.T) {
 		t.Errorf("normalised %v", scores)
 	}
 }
+
+// A gang with members already running stays in their domain, even when a
+// tighter one would hold it.
+func TestGenerateJoinsRunningMembers(t *testing.T) {
+	p := guesttest.Load(t, "", DefaultSettings(), New)
+	pg := guesttest.MakePodGroup("ml", "train").Gang(4).MemberNodes("a3", "a4").Obj()
+	g := guest.NewGroup(pg, gang(2, 4).Pods)
+	pls, s := p.Generate(g, cluster())
+	guesttest.CheckStatus(t, s, guest.OK())
+	if got, want := names(pls), "nvidia.com/gpu.clique=a[a1,a2,a3,a4]"; got != want {
+		t.Errorf("placements %s, want %s", got, want)
+	}
+}

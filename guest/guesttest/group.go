@@ -38,6 +38,12 @@ func (g *PodGroupWrapper) Members(scheduled, assumed, pending int) *PodGroupWrap
 	return g
 }
 
+// MemberNodes sets the nodes the scheduled and assumed members run on.
+func (g *PodGroupWrapper) MemberNodes(nodes ...string) *PodGroupWrapper {
+	g.m.MemberNodes = append([]string(nil), nodes...)
+	return g
+}
+
 // Obj returns the group's view.
 func (g *PodGroupWrapper) Obj() *guest.PodGroup {
 	m := &abiv1.PodGroup{}

@@ -12,6 +12,7 @@ import (
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 	"github.com/wasmsched/wasmsched/host/compose"
+	"github.com/wasmsched/wasmsched/host/convert"
 	"github.com/wasmsched/wasmsched/host/policy"
 )
 
@@ -174,7 +175,10 @@ func (e *Evaluator) EvaluateGroup(ctx context.Context, in GroupInput) (*GroupRep
 	if in.PodGroup == nil || len(in.Members) == 0 {
 		return nil, fmt.Errorf("no pod group to evaluate: a PodGroup and its member pods")
 	}
-	pg := in.PodGroup
+	pg, err := withMembers(in.PodGroup, in.Pods, len(in.Members))
+	if err != nil {
+		return nil, err
+	}
 	base := Input{Nodes: in.Nodes, Pods: in.Pods, Objects: in.Objects}
 	nodes, err := NodeInfos(base)
 	if err != nil {
@@ -258,6 +262,34 @@ func (e *Evaluator) EvaluateGroup(ctx context.Context, in GroupInput) (*GroupRep
 	rep.Selected = rep.Placements[best].Name
 	rep.Assignments = rep.Placements[best].Placed
 	return rep, nil
+}
+
+// withMembers is a copy of pg with the scheduler's counts as the placed
+// pods give them: the members among them are scheduled, on their nodes;
+// pending ones are those the cycle places.
+func withMembers(pg *abiv1.PodGroup, placed []*v1.Pod, pending int) (*abiv1.PodGroup, error) {
+	b, err := pg.MarshalVT()
+	if err != nil {
+		return nil, err
+	}
+	out := &abiv1.PodGroup{}
+	if err := out.UnmarshalVT(b); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	out.Scheduled, out.Pending, out.MemberNodes = 0, int32(pending), nil
+	for _, p := range placed {
+		if p.Namespace != pg.GetNamespace() || convert.PodGroupName(p) != pg.GetName() {
+			continue
+		}
+		out.Scheduled++
+		if !seen[p.Spec.NodeName] {
+			seen[p.Spec.NodeName] = true
+			out.MemberNodes = append(out.MemberNodes, p.Spec.NodeName)
+		}
+	}
+	sort.Strings(out.MemberNodes)
+	return out, nil
 }
 
 // onNodes keeps the pods placed on the named nodes.

@@ -5,6 +5,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -69,13 +70,26 @@ func (pl *Plugin) groupMessage(namespace, name string, obj *abiv1.PodGroup) *abi
 	if pl.handle != nil {
 		if l := pl.handle.SnapshotSharedLister(); l != nil {
 			if st, err := l.PodGroupStates().Get(namespace, name); err == nil && st != nil {
-				obj.Scheduled = int32(st.ScheduledPodsCount())
+				obj.Scheduled = int32(st.AssignedPods().Len())
 				obj.Assumed = int32(st.AssumedPods().Len())
 				obj.Pending = int32(len(st.UnscheduledPods()))
+				obj.MemberNodes = memberNodes(st.ScheduledPods())
 			}
 		}
 	}
 	return obj
+}
+
+// memberNodes are the nodes of pods, sorted, each once.
+func memberNodes(pods []*v1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		if p != nil && p.Spec.NodeName != "" {
+			out = append(out, p.Spec.NodeName)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // withGroup sets, on a pod's cycle, its PodGroup and, in a pod-group

@@ -56,3 +56,12 @@ func TestPlacementWithoutPolicies(t *testing.T) {
 		t.Errorf("scorePlacement: %d %v", v, st)
 	}
 }
+
+// The members' nodes are sorted, each once; unplaced members have none.
+func TestMemberNodes(t *testing.T) {
+	on := func(node string) *v1.Pod { return &v1.Pod{Spec: v1.PodSpec{NodeName: node}} }
+	got := memberNodes([]*v1.Pod{on("n2"), on("n1"), on(""), nil, on("n2")})
+	if len(got) != 2 || got[0] != "n1" || got[1] != "n2" {
+		t.Errorf("memberNodes %v, want [n1 n2]", got)
+	}
+}
