@@ -93,19 +93,28 @@ func memberNodes(pods []*v1.Pod) []string {
 }
 
 // withGroup sets, on a pod's cycle, its PodGroup and, in a pod-group
-// cycle, the placement tried.
-func (pl *Plugin) withGroup(cs fwk.CycleState, pod *v1.Pod, c *policy.Cycle) {
+// cycle, the placement tried. It returns the policies' rejection of the
+// pod's group, if PlacementGenerate recorded one (rejectGroup), and the
+// policy that rejected it.
+func (pl *Plugin) withGroup(cs fwk.CycleState, pod *v1.Pod, c *policy.Cycle) (*fwk.Status, string) {
 	if cs != nil && cs.IsPodGroupSchedulingCycle() {
+		if gs := cs.GetPodGroupSchedulingCycle(); gs != nil {
+			if d, err := gs.Read(groupRejectionKey); err == nil {
+				g := d.(*groupRejection)
+				return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, g.msg).WithPlugin(Name), g.policy
+			}
+		}
 		c.GroupCycle = &abiv1.GroupCycle{Placement: pl.placementTried()}
 	}
 	if name := convert.PodGroupName(pod); name != "" {
 		for _, run := range pl.currentRoster().runs {
 			if v := run.slot.Current(); v != nil && v.Info().GetWantsPodGroups() {
 				c.Group = pl.groupMessage(pod.Namespace, name, nil)
-				return
+				return nil, ""
 			}
 		}
 	}
+	return nil, ""
 }
 
 // placementGroup is the group of a placement call.
@@ -118,7 +127,7 @@ func (pl *Plugin) placementGroup(info fwk.PodGroupInfo) *policy.Group {
 // With several, each divides the placements of the one before it. A
 // policy that rejects the group rejects it; one that fails under
 // failurePolicy Ignore leaves the placements as they were.
-func (pl *Plugin) GeneratePlacements(ctx context.Context, _ fwk.PodGroupCycleState, info fwk.PodGroupInfo, parent *fwk.Placement) (*fwk.GeneratePlacementsResult, *fwk.Status) {
+func (pl *Plugin) GeneratePlacements(ctx context.Context, state fwk.PodGroupCycleState, info fwk.PodGroupInfo, parent *fwk.Placement) (*fwk.GeneratePlacementsResult, *fwk.Status) {
 	runs := pl.placementPolicies(abiv1.Point_POINT_PLACEMENT_GENERATE)
 	current := []*fwk.Placement{parent}
 	if len(runs) == 0 {
@@ -157,11 +166,34 @@ func (pl *Plugin) GeneratePlacements(ctx context.Context, _ fwk.PodGroupCycleSta
 			if len(rejections) > 0 {
 				msg = fmt.Sprintf("policy %s: %s", r.name, strings.Join(rejections, "; "))
 			}
-			return nil, fwk.NewStatus(fwk.Unschedulable, msg).WithPlugin(Name)
+			return rejectGroup(state, parent, r.name, msg)
 		}
 		current = next
 	}
 	return &fwk.GeneratePlacementsResult{Placements: current}, nil
+}
+
+// groupRejectionKey holds, in a pod-group cycle's state, the policies'
+// rejection of the whole group (rejectGroup).
+const groupRejectionKey fwk.StateKey = Name + "/group-rejection"
+
+type groupRejection struct{ policy, msg string }
+
+func (g *groupRejection) Clone() fwk.StateData { return g }
+
+// rejectGroup turns a group away. The scheduler handles a rejection at
+// PlacementGenerate badly (1.36 retries it as an error; 1.37.2's
+// DynamicResources PodGroupPostFilter fails on it, "not found", for a
+// group without topology constraints), and neither shows the reason on the
+// pods. So the rejection is kept in the group's cycle state, the group is
+// tried on the parent placement, and each member's PreFilter rejects the
+// member with the reason (withGroup): the pods stay pending with it.
+func rejectGroup(state fwk.PodGroupCycleState, parent *fwk.Placement, policy, msg string) (*fwk.GeneratePlacementsResult, *fwk.Status) {
+	if state == nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, msg).WithPlugin(Name)
+	}
+	state.Write(groupRejectionKey, &groupRejection{policy: policy, msg: msg})
+	return &fwk.GeneratePlacementsResult{Placements: []*fwk.Placement{parent}}, nil
 }
 
 // scorePlacement is ScorePlacement for both minors: the weighted sum of

@@ -10,7 +10,9 @@ import (
 )
 
 // withGroup: Kubernetes 1.35 has no pod-group cycle; policies see no group.
-func (pl *Plugin) withGroup(fwk.CycleState, *v1.Pod, *policy.Cycle) {}
+func (pl *Plugin) withGroup(fwk.CycleState, *v1.Pod, *policy.Cycle) (*fwk.Status, string) {
+	return nil, ""
+}
 
 // groupEvents: no pod groups on 1.35.
 func (pl *Plugin) groupEvents() []fwk.ClusterEventWithHint { return nil }

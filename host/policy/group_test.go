@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -10,6 +12,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+	"github.com/wasmsched/wasmsched/host/engine"
+	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
 func namedNode(name string) fwk.NodeInfo {
@@ -65,5 +69,48 @@ func TestRequestForGroups(t *testing.T) {
 		if got := req.GetPodGroup().GetName() == "train"; got != wants {
 			t.Errorf("wants_pod_groups %v: PodGroup sent %v", wants, got)
 		}
+	}
+}
+
+// A guest that traps, answers Error or breaks the rules in PlacementGenerate
+// gives an error naming the fault; the instance that trapped is replaced.
+func TestGeneratePlacementsFaults(t *testing.T) {
+	wasm := testwasm.Bytes(t, "test/guests/groupprobe")
+	parent := Placement{Nodes: []fwk.NodeInfo{namedNode("n1"), namedNode("n2")}}
+	g := &Group{PodGroup: &abiv1.PodGroup{Namespace: "ml", Name: "train", Policy: "gang", MinCount: 2}}
+	for _, c := range []struct{ mode, want string }{
+		{"panic", "placement_generate: wasm error: unreachable: panic: groupprobe: panic in PlacementGenerate"},
+		{"duplicate", `placement "twice" names node n1 twice`},
+		{"many", "it proposed 300 placements, more than the bound of 256"},
+	} {
+		p, err := Load(context.Background(), Options{Name: "groupprobe", Wasm: wasm, Settings: []byte(`{"generate": "` + c.mode + `"}`), MaxInstances: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.Implements(abiv1.Point_POINT_PLACEMENT_GENERATE) {
+			t.Fatalf("%s: the probe does not export PlacementGenerate", c.mode)
+		}
+		pls, _, err := p.GeneratePlacements(context.Background(), g, parent)
+		if err == nil || !strings.Contains(err.Error(), c.want) || pls != nil {
+			t.Errorf("%s: %v placements, error %v; want one containing %q", c.mode, pls, err, c.want)
+		}
+		var ce *engine.CallError
+		if wantKind := map[bool]engine.Kind{true: engine.KindTrap, false: engine.KindInvalid}[c.mode == "panic"]; !errors.As(err, &ce) || ce.Kind != wantKind {
+			t.Errorf("%s: error %v is not a call error of kind %s", c.mode, err, wantKind)
+		}
+		// The next call works on a fresh instance (a trap discards one).
+		if _, _, err := p.GeneratePlacements(context.Background(), g, parent); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s, again: %v", c.mode, err)
+		}
+		p.Close(context.Background())
+	}
+	p, err := Load(context.Background(), Options{Name: "groupprobe", Wasm: wasm, Settings: []byte(`{"generate": "error"}`), MaxInstances: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	_, s, err := p.GeneratePlacements(context.Background(), g, parent)
+	if err != nil || s.Code != abiv1.Code_CODE_ERROR || s.Reasons[0] != "groupprobe: error in PlacementGenerate" {
+		t.Errorf("error mode: %v %v", s, err)
 	}
 }

@@ -23,16 +23,17 @@ const (
 
 var groupGates = []featuregate.Feature{features.GenericWorkload, features.GangScheduling, features.TopologyAwareWorkloadScheduling}
 
-// createPodGroup creates a gang PodGroup of minCount constrained to
-// topology key.
-func (c *cluster) createPodGroup(name string, minCount int, key string) {
+// createPodGroup creates a gang PodGroup of minCount in namespace,
+// constrained to topology key unless it is "".
+func (c *cluster) createPodGroup(namespace, name string, minCount int, key string) {
 	c.t.Helper()
-	pg := &schedv1alpha2.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+	pg := &schedv1alpha2.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: schedv1alpha2.PodGroupSpec{SchedulingPolicy: schedv1alpha2.PodGroupSchedulingPolicy{
-			Gang: &schedv1alpha2.GangSchedulingPolicy{MinCount: int32(minCount)}},
-			SchedulingConstraints: &schedv1alpha2.PodGroupSchedulingConstraints{
-				Topology: []schedv1alpha2.TopologyConstraint{{Key: key}}}}}
-	if _, err := c.client.SchedulingV1alpha2().PodGroups("default").Create(context.Background(), pg, metav1.CreateOptions{}); err != nil {
+			Gang: &schedv1alpha2.GangSchedulingPolicy{MinCount: int32(minCount)}}}}
+	if key != "" {
+		pg.Spec.SchedulingConstraints = &schedv1alpha2.PodGroupSchedulingConstraints{Topology: []schedv1alpha2.TopologyConstraint{{Key: key}}}
+	}
+	if _, err := c.client.SchedulingV1alpha2().PodGroups(namespace).Create(context.Background(), pg, metav1.CreateOptions{}); err != nil {
 		c.t.Fatalf("create PodGroup %s: %v", name, err)
 	}
 }

@@ -24,10 +24,11 @@ import (
 const gpu = v1.ResourceName("nvidia.com/gpu")
 
 // startGroupCluster starts a control plane serving the minor's
-// scheduling.k8s.io version of Workload and PodGroup (groupAPI) and a scheduler running the topology policy in
-// place of the built-in placement generator. The gates are the process's
+// scheduling.k8s.io version of Workload and PodGroup (groupAPI) and a
+// scheduler running policies (by default the topology policy and the group
+// probe) in place of the built-in placement generator. The gates are the process's
 // (the API server and the scheduler run in it), set for this test only.
-func startGroupCluster(t *testing.T, gates bool) *cluster {
+func startGroupCluster(t *testing.T, gates bool, policies ...policy) *cluster {
 	t.Helper()
 	testwasm.Claim(t)
 	overrides := featuregatetesting.FeatureOverrides{}
@@ -45,10 +46,13 @@ func startGroupCluster(t *testing.T, gates bool) *cluster {
 	if err := cp.WriteKubeconfig(c.kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	restartScheduler(t, c, []policy{
-		{Name: "topology", Package: "examples/topology", Settings: `{"topologyKey": "example.com/gpu-domain"}`},
-		{Name: "groupprobe", Package: "test/guests/groupprobe", Settings: fmt.Sprintf(`{"requirePlacement": %v}`, placementNamed)},
-	},
+	if policies == nil {
+		policies = []policy{
+			{Name: "topology", Package: "examples/topology", Settings: `{"topologyKey": "example.com/gpu-domain"}`},
+			{Name: "groupprobe", Package: "test/guests/groupprobe", Settings: fmt.Sprintf(`{"requirePlacement": %v}`, placementNamed)},
+		}
+	}
+	restartScheduler(t, c, policies,
 		func(cfg map[string]any) {
 			profile := cfg["profiles"].([]any)[0].(map[string]any)
 			plugins := profile["plugins"].(map[string]any)
@@ -70,13 +74,12 @@ func (c *cluster) gpuNode(name, rack string) {
 	}
 }
 
-// gang creates a gang PodGroup of minCount (constrained to the rack
-// label: without a constraint, 1.37.2's DynamicResources PodGroupPostFilter
-// fails ("not found") for a group rejected at PlacementGenerate) and its n
+// gang creates a gang PodGroup of minCount, constrained to the rack label
+// (the policy's settings name another key: the group's wins), and its n
 // pods of gpus GPUs each, and returns the pods' names.
 func (c *cluster) gang(name string, minCount, n int, gpus string) []string {
 	c.t.Helper()
-	c.createPodGroup(name, minCount, "example.com/rack")
+	c.createPodGroup("default", name, minCount, "example.com/rack")
 	var names []string
 	for i := range n {
 		pod := fmt.Sprintf("%s-%d", name, i)

@@ -9,17 +9,47 @@ package main
 import "github.com/wasmsched/wasmsched/guest"
 
 // settings: RequirePlacement also requires the placement's name, which
-// Kubernetes 1.36's scheduler does not tell.
+// Kubernetes 1.36's scheduler does not tell. Generate, when set, adds a
+// PlacementGenerate that misbehaves so: "panic" traps, "duplicate" names
+// a node twice in a placement, "many" proposes 300 placements, "error"
+// answers Error.
 type settings struct {
-	RequirePlacement bool `json:"requirePlacement"`
+	RequirePlacement bool   `json:"requirePlacement"`
+	Generate         string `json:"generate"`
 }
 
 var s settings
 
+var p = &guest.Policy{Name: "groupprobe"}
+
+func generate(g *guest.Group, parent guest.Placement) ([]guest.Placement, guest.Status) {
+	switch s.Generate {
+	case "panic":
+		panic("groupprobe: panic in PlacementGenerate")
+	case "duplicate":
+		return []guest.Placement{{Name: "twice", Nodes: []*guest.NodeInfo{parent.Nodes[0], parent.Nodes[0]}}}, guest.OK()
+	case "many":
+		out := make([]guest.Placement, 300)
+		for i := range out {
+			out[i] = guest.Placement{Name: "p" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Nodes: parent.Nodes[:1]}
+		}
+		return out, guest.OK()
+	}
+	return nil, guest.Errorf("groupprobe: error in PlacementGenerate")
+}
+
 func init() {
-	guest.Register(&guest.Policy{
-		Name:           "groupprobe",
-		Settings:       func(raw []byte) error { return guest.ParseSettings(raw, &s) },
+	*p = guest.Policy{
+		Name: "groupprobe",
+		Settings: func(raw []byte) error {
+			if err := guest.ParseSettings(raw, &s); err != nil {
+				return err
+			}
+			if s.Generate != "" {
+				p.PlacementGenerate = generate
+			}
+			return nil
+		},
 		WantsPodGroups: true,
 		Reserve: func(c *guest.Cycle, n *guest.NodeInfo) guest.Status {
 			name := c.Pod.PodGroupName()
@@ -39,7 +69,8 @@ func init() {
 			return guest.OK()
 		},
 		Unreserve: func(*guest.Cycle, *guest.NodeInfo, []guest.WaitingPod) []guest.WaitingPodAction { return nil },
-	})
+	}
+	guest.Register(p)
 }
 
 func main() {}
