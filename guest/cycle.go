@@ -1,5 +1,7 @@
 package guest
 
+import abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+
 // Cycle is one scheduling cycle of one pod, as one instance sees it. It is
 // created when the host starts the cycle on the instance and lives until the
 // next cycle starts there.
@@ -11,6 +13,11 @@ type Cycle struct {
 	// State is free for the policy: PreFilter typically computes something
 	// once per cycle and Filter and Score read it.
 	State any
+
+	// group and groupCycle: the pod's PodGroup and the pod-group cycle
+	// the cycle belongs to (group.go).
+	group      *PodGroup
+	groupCycle *abiv1.GroupCycle
 
 	restricted bool
 	restrict   []string

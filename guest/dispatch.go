@@ -160,6 +160,7 @@ func (in *instance) init(n uint32) uint32 {
 	info.UsageLabelKeys = in.policy.UsageLabelKeys
 	info.Signature = in.policy.Signature.message()
 	info.Requeue = in.policy.Requeue.message()
+	info.WantsPodGroups = in.policy.WantsPodGroups
 	in.cluster = clusterState{kinds: append([]Kind{}, in.policy.Context...)}
 	in.keepMessages = in.policy.WantsPods || in.policy.WantsAllNodes
 	in.ready = true
@@ -315,7 +316,7 @@ func (in *instance) startCycle(n uint32) uint32 {
 		in.cycle = nil
 		return in.fail(Error, "CycleRequest without a pod")
 	}
-	c := &Cycle{ID: req.Cycle, Pod: &Pod{msg: req.Pod}, in: in}
+	c := &Cycle{ID: req.Cycle, Pod: &Pod{msg: req.Pod}, group: NewPodGroup(req.PodGroup), groupCycle: req.GroupCycle, in: in}
 	in.cycle = c
 	if in.policy.PreFilter == nil {
 		in.pending = nil
@@ -522,8 +523,15 @@ func (in *instance) putScores(scores []NodeScore) {
 // call handles wasmsched_call, the generic entry for the points that carry
 // a message.
 func (in *instance) call(point, n uint32) uint32 {
-	if abiv1.Point(point) == abiv1.Point_POINT_SIGN {
+	switch abiv1.Point(point) {
+	case abiv1.Point_POINT_SIGN:
 		return in.sign(n)
+	case abiv1.Point_POINT_PLACEMENT_GENERATE:
+		return in.placementGenerate(n)
+	case abiv1.Point_POINT_PLACEMENT_SCORE:
+		return in.placementScore(n)
+	case abiv1.Point_POINT_NORMALIZE_PLACEMENT_SCORE:
+		return in.normalizePlacementScore(n)
 	}
 	if c := in.needCycle(); c != 0 {
 		return c

@@ -120,6 +120,31 @@ type Policy struct {
 	// policy into a fit; the scheduler retries the pods it rejected only on
 	// those. Nil, every event the host watches retries them.
 	Requeue *Requeue
+
+	// WantsPodGroups asks the host to send, with the pod of every cycle,
+	// the PodGroup it belongs to (Cycle.PodGroup), with its members'
+	// counts. The scheduler knows pod groups from Kubernetes 1.36 on, with
+	// workload-aware scheduling enabled (gate GenericWorkload).
+	WantsPodGroups bool
+
+	// PlacementGenerate proposes where a pod group may be placed as a
+	// whole: placements, sets of nodes taken from parent (all nodes, or
+	// an enclosing placement), one per rack or NVLink domain for instance.
+	// The scheduler tries the group on each and keeps the best by
+	// PlacementScore. No placement, with an Unschedulable status and its
+	// reasons, leaves the group's pods pending with them. Called once per
+	// pod-group cycle, outside any pod's cycle; the nodes of parent are
+	// current. Kubernetes 1.36 and later, gate
+	// TopologyAwareWorkloadScheduling.
+	PlacementGenerate func(g *Group, parent Placement) ([]Placement, Status)
+
+	// PlacementScore scores a feasible placement: the node each pod of the
+	// group would run on. Higher is better.
+	PlacementScore func(g *Group, p *PlacementAssignment) (int64, Status)
+
+	// NormalizePlacementScore rewrites, in place, the scores PlacementScore
+	// gave the cycle's feasible placements.
+	NormalizePlacementScore func(g *Group, scores []PlacementScore) Status
 }
 
 // Kind names a kind of cluster object by API group, version and resource
@@ -230,6 +255,9 @@ func (p *Policy) points() uint64 {
 	set(p.AddPod != nil || p.RemovePod != nil, abiv1.Point_POINT_POD_CHANGES)
 	set(p.SelectVictims != nil, abiv1.Point_POINT_SELECT_VICTIMS)
 	set(p.Sign != nil, abiv1.Point_POINT_SIGN)
+	set(p.PlacementGenerate != nil, abiv1.Point_POINT_PLACEMENT_GENERATE)
+	set(p.PlacementScore != nil, abiv1.Point_POINT_PLACEMENT_SCORE)
+	set(p.NormalizePlacementScore != nil, abiv1.Point_POINT_NORMALIZE_PLACEMENT_SCORE)
 	return b
 }
 

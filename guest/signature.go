@@ -20,6 +20,7 @@ const (
 	PodAnnotations               = "annotations"
 	PodNodeName                  = "node_name"
 	PodNominatedNodeName         = "nominated_node_name"
+	PodGroupField                = "pod_group"
 )
 
 // Signature lists what of the pod a policy's PreFilter, Filter, PreScore

@@ -105,6 +105,20 @@ const (
 	// SignRequest; Result.signature). Pods of equal signature must get the
 	// same PreFilter, Filter, PreScore and Score verdicts on the same nodes.
 	Point_POINT_SIGN Point = 14
+	// PlacementGenerate: the guest proposes candidate placements for a pod
+	// group, sets of nodes within the parent placement (wasmsched_call with
+	// PlacementRequest; Result.placements). Called once per pod-group cycle,
+	// outside any pod's cycle (Kubernetes 1.36 and later, gate
+	// TopologyAwareWorkloadScheduling).
+	Point_POINT_PLACEMENT_GENERATE Point = 15
+	// PlacementScore: the guest scores one feasible placement, a whole
+	// assignment of the group's pods to nodes (wasmsched_call with
+	// PlacementScoreRequest; Result.placement_score).
+	Point_POINT_PLACEMENT_SCORE Point = 16
+	// NormalizePlacementScore: the guest rewrites the scores its
+	// PlacementScore gave every feasible placement of the cycle
+	// (wasmsched_call with PlacementScoreList; Result.placement_scores).
+	Point_POINT_NORMALIZE_PLACEMENT_SCORE Point = 17
 )
 
 // Enum value maps for Point.
@@ -125,23 +139,29 @@ var (
 		12: "POINT_POD_CHANGES",
 		13: "POINT_SELECT_VICTIMS",
 		14: "POINT_SIGN",
+		15: "POINT_PLACEMENT_GENERATE",
+		16: "POINT_PLACEMENT_SCORE",
+		17: "POINT_NORMALIZE_PLACEMENT_SCORE",
 	}
 	Point_value = map[string]int32{
-		"POINT_UNSPECIFIED":     0,
-		"POINT_PRE_FILTER":      1,
-		"POINT_FILTER":          2,
-		"POINT_POST_FILTER":     3,
-		"POINT_PRE_SCORE":       4,
-		"POINT_SCORE":           5,
-		"POINT_NORMALIZE_SCORE": 6,
-		"POINT_RESERVE":         7,
-		"POINT_UNRESERVE":       8,
-		"POINT_PERMIT":          9,
-		"POINT_PRE_BIND":        10,
-		"POINT_POST_BIND":       11,
-		"POINT_POD_CHANGES":     12,
-		"POINT_SELECT_VICTIMS":  13,
-		"POINT_SIGN":            14,
+		"POINT_UNSPECIFIED":               0,
+		"POINT_PRE_FILTER":                1,
+		"POINT_FILTER":                    2,
+		"POINT_POST_FILTER":               3,
+		"POINT_PRE_SCORE":                 4,
+		"POINT_SCORE":                     5,
+		"POINT_NORMALIZE_SCORE":           6,
+		"POINT_RESERVE":                   7,
+		"POINT_UNRESERVE":                 8,
+		"POINT_PERMIT":                    9,
+		"POINT_PRE_BIND":                  10,
+		"POINT_POST_BIND":                 11,
+		"POINT_POD_CHANGES":               12,
+		"POINT_SELECT_VICTIMS":            13,
+		"POINT_SIGN":                      14,
+		"POINT_PLACEMENT_GENERATE":        15,
+		"POINT_PLACEMENT_SCORE":           16,
+		"POINT_NORMALIZE_PLACEMENT_SCORE": 17,
 	}
 )
 
@@ -616,6 +636,11 @@ type Pod struct {
 	// Set when the pod is already bound or nominated.
 	NodeName          string `protobuf:"bytes,16,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
 	NominatedNodeName string `protobuf:"bytes,17,opt,name=nominated_node_name,json=nominatedNodeName,proto3" json:"nominated_node_name,omitempty"`
+	// The PodGroup the pod belongs to (spec.schedulingGroup.podGroupName, in
+	// the pod's namespace); empty when it belongs to none, or on clusters
+	// without workload-aware scheduling (Kubernetes 1.35, gate
+	// GenericWorkload off).
+	PodGroup string `protobuf:"bytes,18,opt,name=pod_group,json=podGroup,proto3" json:"pod_group,omitempty"`
 }
 
 func (x *Pod) ProtoReflect() protoreflect.Message {
@@ -739,6 +764,374 @@ func (x *Pod) GetNominatedNodeName() string {
 		return x.NominatedNodeName
 	}
 	return ""
+}
+
+func (x *Pod) GetPodGroup() string {
+	if x != nil {
+		return x.PodGroup
+	}
+	return ""
+}
+
+// PodGroup is the PodGroup a pod names (scheduling.k8s.io v1alpha2 on
+// Kubernetes 1.36, v1beta1 on 1.37) with the scheduler's count of its
+// members. Sent to guests whose PolicyInfo sets wants_pod_groups.
+type PodGroup struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Namespace string      `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string      `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Uid       string      `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	Labels    []*KeyValue `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty"`
+	// "basic" (members are placed one by one) or "gang" (at least min_count
+	// members are placed together, or none).
+	Policy string `protobuf:"bytes,5,opt,name=policy,proto3" json:"policy,omitempty"`
+	// Gang: the least number of members placed together.
+	MinCount int32 `protobuf:"varint,6,opt,name=min_count,json=minCount,proto3" json:"min_count,omitempty"`
+	// The keys of schedulingConstraints.topology: every member of the group
+	// runs on nodes with the same value of each key.
+	TopologyKeys []string `protobuf:"bytes,7,rep,name=topology_keys,json=topologyKeys,proto3" json:"topology_keys,omitempty"`
+	// The group's priority (spec.priority; 1.37) and its class.
+	Priority          int32  `protobuf:"varint,8,opt,name=priority,proto3" json:"priority,omitempty"`
+	PriorityClassName string `protobuf:"bytes,9,opt,name=priority_class_name,json=priorityClassName,proto3" json:"priority_class_name,omitempty"`
+	// The Workload the group belongs to (spec.workloadRef; 1.37), if any.
+	WorkloadName string `protobuf:"bytes,10,opt,name=workload_name,json=workloadName,proto3" json:"workload_name,omitempty"`
+	// Members as the scheduler counts them: bound (or binding), assumed by
+	// this scheduler in the current or an earlier cycle, and not yet placed.
+	Scheduled int32 `protobuf:"varint,11,opt,name=scheduled,proto3" json:"scheduled,omitempty"`
+	Assumed   int32 `protobuf:"varint,12,opt,name=assumed,proto3" json:"assumed,omitempty"`
+	Pending   int32 `protobuf:"varint,13,opt,name=pending,proto3" json:"pending,omitempty"`
+	// The nodes the scheduled and assumed members run on, sorted, each once:
+	// a group constrained to a topology domain stays in theirs.
+	MemberNodes []string `protobuf:"bytes,14,rep,name=member_nodes,json=memberNodes,proto3" json:"member_nodes,omitempty"`
+}
+
+func (x *PodGroup) ProtoReflect() protoreflect.Message {
+	panic(`not implemented`)
+}
+
+func (x *PodGroup) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *PodGroup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PodGroup) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *PodGroup) GetLabels() []*KeyValue {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *PodGroup) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *PodGroup) GetMinCount() int32 {
+	if x != nil {
+		return x.MinCount
+	}
+	return 0
+}
+
+func (x *PodGroup) GetTopologyKeys() []string {
+	if x != nil {
+		return x.TopologyKeys
+	}
+	return nil
+}
+
+func (x *PodGroup) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *PodGroup) GetPriorityClassName() string {
+	if x != nil {
+		return x.PriorityClassName
+	}
+	return ""
+}
+
+func (x *PodGroup) GetWorkloadName() string {
+	if x != nil {
+		return x.WorkloadName
+	}
+	return ""
+}
+
+func (x *PodGroup) GetScheduled() int32 {
+	if x != nil {
+		return x.Scheduled
+	}
+	return 0
+}
+
+func (x *PodGroup) GetAssumed() int32 {
+	if x != nil {
+		return x.Assumed
+	}
+	return 0
+}
+
+func (x *PodGroup) GetPending() int32 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+func (x *PodGroup) GetMemberNodes() []string {
+	if x != nil {
+		return x.MemberNodes
+	}
+	return nil
+}
+
+// GroupCycle marks the calls of a pod's cycle that is part of a pod-group
+// scheduling cycle: the scheduler reserves the pod speculatively, once per
+// placement it tries, and undoes with Unreserve every Reserve of a
+// placement it does not choose or of a group that fails.
+type GroupCycle struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	// The placement tried, as PlacementGenerate named it; empty when the
+	// group is tried on all nodes, or the placement came from another plugin.
+	Placement string `protobuf:"bytes,1,opt,name=placement,proto3" json:"placement,omitempty"`
+}
+
+func (x *GroupCycle) ProtoReflect() protoreflect.Message {
+	panic(`not implemented`)
+}
+
+func (x *GroupCycle) GetPlacement() string {
+	if x != nil {
+		return x.Placement
+	}
+	return ""
+}
+
+// Placement is a set of nodes a pod group may be placed within.
+type Placement struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	// The name its generator gave it: unique within a cycle.
+	Name        string  `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	NodeHandles []int32 `protobuf:"varint,2,rep,packed,name=node_handles,json=nodeHandles,proto3" json:"node_handles,omitempty"`
+}
+
+func (x *Placement) ProtoReflect() protoreflect.Message {
+	panic(`not implemented`)
+}
+
+func (x *Placement) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Placement) GetNodeHandles() []int32 {
+	if x != nil {
+		return x.NodeHandles
+	}
+	return nil
+}
+
+// PlacementRequest asks for candidate placements of a pod group
+// (POINT_PLACEMENT_GENERATE). Every node of the parent placement is synced
+// to the instance before the call.
+type PlacementRequest struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	PodGroup *PodGroup `protobuf:"bytes,1,opt,name=pod_group,json=podGroup,proto3" json:"pod_group,omitempty"`
+	// The group's pods this cycle places, in the scheduler's order.
+	Pods []*Pod `protobuf:"bytes,2,rep,name=pods,proto3" json:"pods,omitempty"`
+	// The placement to divide: all nodes, or an enclosing placement.
+	Parent *Placement `protobuf:"bytes,3,opt,name=parent,proto3" json:"parent,omitempty"`
+}
+
+func (x *PlacementRequest) ProtoReflect() protoreflect.Message {
+	panic(`not implemented`)
+}
+
+func (x *PlacementRequest) GetPodGroup() *PodGroup {
+	if x != nil {
+		return x.PodGroup
+	}
+	return nil
+}
+
+func (x *PlacementRequest) GetPods() []*Pod {
+	if x != nil {
+		return x.Pods
+	}
+	return nil
+}
+
+func (x *PlacementRequest) GetParent() *Placement {
+	if x != nil {
+		return x.Parent
+	}
+	return nil
+}
+
+// Assignment is the node a pod of the group was assigned to in a placement.
+type Assignment struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	PodUid     string `protobuf:"bytes,1,opt,name=pod_uid,json=podUid,proto3" json:"pod_uid,omitempty"`
+	NodeHandle int32  `protobuf:"varint,2,opt,name=node_handle,json=nodeHandle,proto3" json:"node_handle,omitempty"`
+}
+
+func (x *Assignment) ProtoReflect() protoreflect.Message {
+	panic(`not implemented`)
+}
+
+func (x *Assignment) GetPodUid() string {
+	if x != nil {
+		return x.PodUid
+	}
+	return ""
+}
+
+func (x *Assignment) GetNodeHandle() int32 {
+	if x != nil {
+		return x.NodeHandle
+	}
+	return 0
+}
+
+// PlacementScoreRequest asks for the score of one feasible placement
+// (POINT_PLACEMENT_SCORE). Its nodes are synced before the call.
+type PlacementScoreRequest struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	PodGroup    *PodGroup     `protobuf:"bytes,1,opt,name=pod_group,json=podGroup,proto3" json:"pod_group,omitempty"`
+	Pods        []*Pod        `protobuf:"bytes,2,rep,name=pods,proto3" json:"pods,omitempty"`
+	Placement   *Placement    `protobuf:"bytes,3,opt,name=placement,proto3" json:"placement,omitempty"`
+	Assignments []*Assignment `protobuf:"bytes,4,rep,name=assignments,proto3" json:"assignments,omitempty"`
+}
+
+func (x *PlacementScoreRequest) ProtoReflect() protoreflect.Message {
+	panic(`not implemented`)
+}
+
+func (x *PlacementScoreRequest) GetPodGroup() *PodGroup {
+	if x != nil {
+		return x.PodGroup
+	}
+	return nil
+}
+
+func (x *PlacementScoreRequest) GetPods() []*Pod {
+	if x != nil {
+		return x.Pods
+	}
+	return nil
+}
+
+func (x *PlacementScoreRequest) GetPlacement() *Placement {
+	if x != nil {
+		return x.Placement
+	}
+	return nil
+}
+
+func (x *PlacementScoreRequest) GetAssignments() []*Assignment {
+	if x != nil {
+		return x.Assignments
+	}
+	return nil
+}
+
+// PlacementScore is one placement's score, by the placement's name.
+type PlacementScore struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Placement string `protobuf:"bytes,1,opt,name=placement,proto3" json:"placement,omitempty"`
+	Score     int64  `protobuf:"varint,2,opt,name=score,proto3" json:"score,omitempty"`
+}
+
+func (x *PlacementScore) ProtoReflect() protoreflect.Message {
+	panic(`not implemented`)
+}
+
+func (x *PlacementScore) GetPlacement() string {
+	if x != nil {
+		return x.Placement
+	}
+	return ""
+}
+
+func (x *PlacementScore) GetScore() int64 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
+}
+
+// PlacementScoreList carries the raw placement scores of a cycle to
+// NormalizePlacementScore and the normalised ones back.
+type PlacementScoreList struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	PodGroup *PodGroup         `protobuf:"bytes,1,opt,name=pod_group,json=podGroup,proto3" json:"pod_group,omitempty"`
+	Scores   []*PlacementScore `protobuf:"bytes,2,rep,name=scores,proto3" json:"scores,omitempty"`
+}
+
+func (x *PlacementScoreList) ProtoReflect() protoreflect.Message {
+	panic(`not implemented`)
+}
+
+func (x *PlacementScoreList) GetPodGroup() *PodGroup {
+	if x != nil {
+		return x.PodGroup
+	}
+	return nil
+}
+
+func (x *PlacementScoreList) GetScores() []*PlacementScore {
+	if x != nil {
+		return x.Scores
+	}
+	return nil
 }
 
 type NodeCondition struct {
@@ -1382,6 +1775,9 @@ type PolicyInfo struct {
 	// The cluster events that can turn a rejection by this policy into a fit.
 	// Absent, every event the host watches retries the pods it rejected.
 	Requeue *Requeue `protobuf:"bytes,13,opt,name=requeue,proto3" json:"requeue,omitempty"`
+	// The guest reads the PodGroup of the pods it judges
+	// (CycleRequest.pod_group). Placement calls always carry it.
+	WantsPodGroups bool `protobuf:"varint,14,opt,name=wants_pod_groups,json=wantsPodGroups,proto3" json:"wants_pod_groups,omitempty"`
 }
 
 func (x *PolicyInfo) ProtoReflect() protoreflect.Message {
@@ -1479,6 +1875,13 @@ func (x *PolicyInfo) GetRequeue() *Requeue {
 	return nil
 }
 
+func (x *PolicyInfo) GetWantsPodGroups() bool {
+	if x != nil {
+		return x.WantsPodGroups
+	}
+	return false
+}
+
 // PodSignature lists the parts of a pod a policy's verdicts depend on.
 type PodSignature struct {
 	state         protoimpl.MessageState
@@ -1488,9 +1891,9 @@ type PodSignature struct {
 	// Whole fields of Pod, by their names in this file: namespace, owner,
 	// priority, priority_class_name, node_selector, required_node_affinity,
 	// preferred_node_affinity, tolerations, topology_spread_constraints,
-	// requests, labels, annotations, node_name, nominated_node_name. name,
-	// uid and scheduler_name are always sent; verdicts must not depend on
-	// name or uid.
+	// requests, labels, annotations, node_name, nominated_node_name,
+	// pod_group. name, uid and scheduler_name are always sent; verdicts must
+	// not depend on name or uid.
 	Fields []string `protobuf:"bytes,1,rep,name=fields,proto3" json:"fields,omitempty"`
 	// Single labels and annotations, when the fields are not declared whole.
 	LabelKeys      []string `protobuf:"bytes,2,rep,name=label_keys,json=labelKeys,proto3" json:"label_keys,omitempty"`
@@ -1692,6 +2095,13 @@ type CycleRequest struct {
 	// Host-assigned, unique per scheduling cycle.
 	Cycle uint64 `protobuf:"varint,1,opt,name=cycle,proto3" json:"cycle,omitempty"`
 	Pod   *Pod   `protobuf:"bytes,2,opt,name=pod,proto3" json:"pod,omitempty"`
+	// The PodGroup the pod names, to guests whose PolicyInfo sets
+	// wants_pod_groups; absent when it names none or the scheduler does not
+	// know it (yet).
+	PodGroup *PodGroup `protobuf:"bytes,3,opt,name=pod_group,json=podGroup,proto3" json:"pod_group,omitempty"`
+	// Set when the cycle is part of a pod-group scheduling cycle: Reserve
+	// and Permit are then speculative and may be undone by Unreserve.
+	GroupCycle *GroupCycle `protobuf:"bytes,4,opt,name=group_cycle,json=groupCycle,proto3" json:"group_cycle,omitempty"`
 }
 
 func (x *CycleRequest) ProtoReflect() protoreflect.Message {
@@ -1708,6 +2118,20 @@ func (x *CycleRequest) GetCycle() uint64 {
 func (x *CycleRequest) GetPod() *Pod {
 	if x != nil {
 		return x.Pod
+	}
+	return nil
+}
+
+func (x *CycleRequest) GetPodGroup() *PodGroup {
+	if x != nil {
+		return x.PodGroup
+	}
+	return nil
+}
+
+func (x *CycleRequest) GetGroupCycle() *GroupCycle {
+	if x != nil {
+		return x.GroupCycle
 	}
 	return nil
 }
@@ -2091,6 +2515,13 @@ type Result struct {
 	// Sign: the pod's signature (CODE_SUCCESS); CODE_UNSCHEDULABLE when the
 	// pod must not be batched.
 	Signature []byte `protobuf:"bytes,10,opt,name=signature,proto3" json:"signature,omitempty"`
+	// PlacementGenerate: the proposed placements (none: the group fits no
+	// placement the policy accepts, with the reasons).
+	Placements []*Placement `protobuf:"bytes,11,rep,name=placements,proto3" json:"placements,omitempty"`
+	// PlacementScore: the placement's score.
+	PlacementScore int64 `protobuf:"varint,12,opt,name=placement_score,json=placementScore,proto3" json:"placement_score,omitempty"`
+	// NormalizePlacementScore: the normalised scores, by placement.
+	PlacementScores []*PlacementScore `protobuf:"bytes,13,rep,name=placement_scores,json=placementScores,proto3" json:"placement_scores,omitempty"`
 }
 
 func (x *Result) ProtoReflect() protoreflect.Message {
@@ -2167,6 +2598,27 @@ func (x *Result) GetSignature() []byte {
 	return nil
 }
 
+func (x *Result) GetPlacements() []*Placement {
+	if x != nil {
+		return x.Placements
+	}
+	return nil
+}
+
+func (x *Result) GetPlacementScore() int64 {
+	if x != nil {
+		return x.PlacementScore
+	}
+	return 0
+}
+
+func (x *Result) GetPlacementScores() []*PlacementScore {
+	if x != nil {
+		return x.PlacementScores
+	}
+	return nil
+}
+
 // Policy is the interface a guest exports. The protoc-gen-go-plugin
 // annotation below makes this file the interface definition; wasmsched uses
 // only the generated message code. The exports are plain functions over
@@ -2195,4 +2647,10 @@ type Policy interface {
 	SelectVictims(context.Context, *VictimsRequest) (*Result, error)
 	// wasmsched_call with POINT_SIGN.
 	Sign(context.Context, *SignRequest) (*Result, error)
+	// wasmsched_call with POINT_PLACEMENT_GENERATE.
+	PlacementGenerate(context.Context, *PlacementRequest) (*Result, error)
+	// wasmsched_call with POINT_PLACEMENT_SCORE.
+	PlacementScore(context.Context, *PlacementScoreRequest) (*Result, error)
+	// wasmsched_call with POINT_NORMALIZE_PLACEMENT_SCORE.
+	NormalizePlacementScore(context.Context, *PlacementScoreList) (*Result, error)
 }

@@ -140,6 +140,8 @@ func showOutcome(w io.Writer, res *scenario.Result) {
 	switch {
 	case res.LoadErr != nil:
 		fmt.Fprintf(&b, "policies did not load: %v\n", res.LoadErr)
+	case res.Group != nil:
+		printGroup(&b, res.Group)
 	case res.Report != nil:
 		_ = printTable(&b, res.Report)
 		for _, f := range res.Report.Failures {

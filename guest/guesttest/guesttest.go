@@ -49,6 +49,7 @@ type PodWrapper struct {
 	labels, annotations  map[string]string
 	nodeSelector         map[string]string
 	requests             map[string]int64
+	podGroup             string
 }
 
 // MakePod starts a pod with no name, namespace, UID, labels or requests.
@@ -117,6 +118,7 @@ func (p *PodWrapper) Obj() *guest.Pod {
 		Annotations:  KeyValues(p.annotations),
 		NodeSelector: KeyValues(p.nodeSelector),
 		Requests:     Resources(p.requests),
+		PodGroup:     p.podGroup,
 	})
 }
 

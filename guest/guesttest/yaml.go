@@ -183,7 +183,8 @@ type podSpec struct {
 		RestartPolicy string
 		Resources     struct{ Requests, Limits map[string]quantity }
 	}
-	Overhead map[string]quantity
+	Overhead        map[string]quantity
+	SchedulingGroup *struct{ PodGroupName string }
 }
 
 type podStatus struct{ NominatedNodeName string }
@@ -287,6 +288,9 @@ func podMessage(o *kubeObject) (*abiv1.Pod, error) {
 		NodeSelector:      KeyValues(spec.NodeSelector),
 		NodeName:          spec.NodeName,
 		NominatedNodeName: status.NominatedNodeName,
+	}
+	if g := spec.SchedulingGroup; g != nil {
+		m.PodGroup = g.PodGroupName
 	}
 	if m.Namespace == "" {
 		m.Namespace = "default"

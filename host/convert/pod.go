@@ -72,6 +72,7 @@ func podMessage(pod *v1.Pod, requests fwk.Resource) *abiv1.Pod {
 		Requests:                  Resources(requests),
 		NodeName:                  spec.NodeName,
 		NominatedNodeName:         pod.Status.NominatedNodeName,
+		PodGroup:                  PodGroupName(pod),
 	}
 	if owner := ownerOf(pod); owner != nil {
 		m.Owner = &abiv1.OwnerReference{}

@@ -515,19 +515,22 @@ func (in *Instance) scoreNodes(call string, x export, hs []int32, req []byte) (s
 }
 
 var pointNames = map[abiv1.Point]string{
-	abiv1.Point_POINT_PRE_FILTER:      "pre_filter",
-	abiv1.Point_POINT_FILTER:          "filter",
-	abiv1.Point_POINT_POST_FILTER:     "post_filter",
-	abiv1.Point_POINT_PRE_SCORE:       "pre_score",
-	abiv1.Point_POINT_SCORE:           "score",
-	abiv1.Point_POINT_NORMALIZE_SCORE: "normalize_score",
-	abiv1.Point_POINT_RESERVE:         "reserve",
-	abiv1.Point_POINT_UNRESERVE:       "unreserve",
-	abiv1.Point_POINT_PERMIT:          "permit",
-	abiv1.Point_POINT_PRE_BIND:        "pre_bind",
-	abiv1.Point_POINT_POST_BIND:       "post_bind",
-	abiv1.Point_POINT_POD_CHANGES:     "pod_changes",
-	abiv1.Point_POINT_SELECT_VICTIMS:  "select_victims",
+	abiv1.Point_POINT_PRE_FILTER:                "pre_filter",
+	abiv1.Point_POINT_FILTER:                    "filter",
+	abiv1.Point_POINT_POST_FILTER:               "post_filter",
+	abiv1.Point_POINT_PRE_SCORE:                 "pre_score",
+	abiv1.Point_POINT_SCORE:                     "score",
+	abiv1.Point_POINT_NORMALIZE_SCORE:           "normalize_score",
+	abiv1.Point_POINT_RESERVE:                   "reserve",
+	abiv1.Point_POINT_UNRESERVE:                 "unreserve",
+	abiv1.Point_POINT_PERMIT:                    "permit",
+	abiv1.Point_POINT_PRE_BIND:                  "pre_bind",
+	abiv1.Point_POINT_POST_BIND:                 "post_bind",
+	abiv1.Point_POINT_POD_CHANGES:               "pod_changes",
+	abiv1.Point_POINT_SELECT_VICTIMS:            "select_victims",
+	abiv1.Point_POINT_PLACEMENT_GENERATE:        "placement_generate",
+	abiv1.Point_POINT_PLACEMENT_SCORE:           "placement_score",
+	abiv1.Point_POINT_NORMALIZE_PLACEMENT_SCORE: "normalize_placement_score",
 }
 
 // PointName returns the snake_case name of an extension point.

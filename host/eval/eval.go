@@ -64,6 +64,11 @@ type Input struct {
 	// score on every node (NodeResult.Policies, in the order of
 	// Report.Policies), for `wasmsched explain`.
 	Detail bool
+
+	// group is the pod's PodGroup and groupCycle the pod-group cycle
+	// the pod's cycle is part of (EvaluateGroup sets them).
+	group      *abiv1.PodGroup
+	groupCycle *abiv1.GroupCycle
 }
 
 // Report is the outcome, shaped for `wasmsched eval -o json`.
@@ -213,15 +218,23 @@ func NodeInfos(in Input) ([]fwk.NodeInfo, error) {
 // Only bad input is returned as an error. A failed call discards its
 // instance, as in the scheduler: the next call runs on a fresh one.
 func (e *Evaluator) Evaluate(ctx context.Context, in Input) (*Report, error) {
+	rep, _, err := e.evaluate(ctx, in)
+	return rep, err
+}
+
+// evaluate is Evaluate, and the cycle with the node it reserved, if any.
+// In a pod-group cycle it stops after Permit: binding waits for the
+// group's placement (EvaluateGroup).
+func (e *Evaluator) evaluate(ctx context.Context, in Input) (*Report, *reserved, error) {
 	if in.Pod == nil {
-		return nil, fmt.Errorf("no pod to evaluate")
+		return nil, nil, fmt.Errorf("no pod to evaluate")
 	}
 	nodes, err := NodeInfos(in)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := e.setContext(in); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rep := &Report{Pod: in.Pod.Namespace + "/" + in.Pod.Name, Nodes: make([]NodeResult, len(nodes))}
 	for i, n := range in.Nodes {
@@ -242,6 +255,7 @@ func (e *Evaluator) Evaluate(ctx context.Context, in Input) (*Report, error) {
 		}
 	}
 	c := compose.NewCycle(in.Pod, nodes, members)
+	c.Policy.Group, c.Policy.GroupCycle = in.group, in.groupCycle
 
 	// PreFilter: a rejection is every node's verdict.
 	pre := c.PreFilter(ctx)
@@ -252,7 +266,7 @@ func (e *Evaluator) Evaluate(ctx context.Context, in Input) (*Report, error) {
 		if d != nil {
 			d.prefilter(rep.Policies, pre.Status)
 		}
-		return e.unschedulable(ctx, rep, c, nodes), nil
+		return e.unschedulable(ctx, rep, c, nodes), nil, nil
 	}
 
 	// Filter.
@@ -274,7 +288,7 @@ func (e *Evaluator) Evaluate(ctx context.Context, in Input) (*Report, error) {
 		feasible = append(feasible, i)
 	}
 	if len(feasible) == 0 {
-		return e.unschedulable(ctx, rep, c, nodes), nil
+		return e.unschedulable(ctx, rep, c, nodes), nil, nil
 	}
 
 	// Score, when there is a choice.
@@ -287,7 +301,7 @@ func (e *Evaluator) Evaluate(ctx context.Context, in Input) (*Report, error) {
 		if s != nil {
 			rep.Error = s.Message()
 			rep.Permit = Verdict{Code: "Skip", Reasons: []string{"the scheduling cycle failed"}}
-			return rep, nil
+			return rep, nil, nil
 		}
 		// The highest total wins; ties go to the first node in input order
 		// (the scheduler breaks ties at random).
@@ -300,8 +314,11 @@ func (e *Evaluator) Evaluate(ctx context.Context, in Input) (*Report, error) {
 		}
 	}
 	rep.Selected = rep.Nodes[best].Name
+	if in.groupCycle != nil {
+		return e.reserve(ctx, rep, c, nodes[best])
+	}
 	rep.Permit = e.bind(ctx, c, nodes[best])
-	return rep, nil
+	return rep, nil, nil
 }
 
 // score runs PreScore, Score and NormalizeScore over the feasible nodes and

@@ -178,5 +178,10 @@ func pointList(p *policy.Policy) string {
 			out = append(out, engine.PointName(pt))
 		}
 	}
+	for _, pt := range []abiv1.Point{abiv1.Point_POINT_PLACEMENT_GENERATE, abiv1.Point_POINT_PLACEMENT_SCORE, abiv1.Point_POINT_NORMALIZE_PLACEMENT_SCORE} {
+		if p.Implements(pt) {
+			out = append(out, engine.PointName(pt))
+		}
+	}
 	return strings.Join(out, ",")
 }

@@ -133,6 +133,9 @@ func (pl *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHin
 		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: a}, QueueingHintFn: pl.hintNodeUpdated})
 	}
 	events = append(events, pl.podEvents(s)...)
+	// A PodGroup's changes concern its members whatever their policies
+	// declared (none before 1.36).
+	events = append(events, pl.groupEvents()...)
 	pl.registered.Store(uint32(s) | evRegistered)
 	return events, nil
 }

@@ -16,8 +16,13 @@ import (
 // subsets.
 func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	st := pl.newCycle(pod, nodes)
+	groupRejected, by := pl.withGroup(cs, pod, st.c.Policy)
 	st.rejected = pl.rejected.start(pod)
 	cs.Write(stateKey, st)
+	if groupRejected != nil {
+		pl.rejected.add(st.rejected, by)
+		return nil, groupRejected
+	}
 	if len(st.blocked) > 0 {
 		for _, b := range st.blocked {
 			pl.rejected.add(st.rejected, b.Name)

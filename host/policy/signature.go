@@ -27,7 +27,7 @@ var signatureFields = []string{
 	"namespace", "owner", "priority", "priority_class_name", "node_selector",
 	"required_node_affinity", "preferred_node_affinity", "tolerations",
 	"topology_spread_constraints", "requests", "labels", "annotations",
-	"node_name", "nominated_node_name",
+	"node_name", "nominated_node_name", "pod_group",
 }
 
 // compileView checks a declared signature and returns its view, or nil
@@ -103,6 +103,9 @@ func (v *podView) strip(m *abiv1.Pod, identity bool) *abiv1.Pod {
 	}
 	if f["nominated_node_name"] {
 		out.NominatedNodeName = m.GetNominatedNodeName()
+	}
+	if f["pod_group"] {
+		out.PodGroup = m.GetPodGroup()
 	}
 	out.Labels = pick(m.GetLabels(), f["labels"], v.labels)
 	out.Annotations = pick(m.GetAnnotations(), f["annotations"], v.annotations)

@@ -23,6 +23,14 @@ type Cycle struct {
 	// Nodes is the cycle's snapshot, needed by policies that declare
 	// wants_all_nodes. It may be nil when none does.
 	Nodes []fwk.NodeInfo
+	// Group is the PodGroup the pod names, with its member counts, sent to
+	// policies that declare wants_pod_groups; GroupCycle is set when the
+	// cycle is part of a pod-group cycle (group.go). Set both before the
+	// cycle's first call.
+	Group      *abiv1.PodGroup
+	GroupCycle *abiv1.GroupCycle
+	groupOnce  sync.Once
+	groupField []byte
 
 	// msg is the pod converted, once; req the CycleRequest with it whole,
 	// encoded once, for policies sent whole pods.
@@ -65,7 +73,7 @@ func (c *Cycle) podMessage() *abiv1.Pod {
 func (c *Cycle) request(view *podView) []byte {
 	if view == nil {
 		c.reqOnce.Do(func() {
-			c.req = engine.Marshal(&abiv1.CycleRequest{Cycle: c.ID, Pod: c.podMessage()})
+			c.req = engine.Marshal(&abiv1.CycleRequest{Cycle: c.ID, Pod: c.podMessage(), GroupCycle: c.GroupCycle})
 		})
 		return c.req
 	}
@@ -73,7 +81,7 @@ func (c *Cycle) request(view *podView) []byte {
 		return b.([]byte)
 	}
 	pod := view.strip(c.podMessage(), true)
-	b, _ := c.views.LoadOrStore(view, engine.Marshal(&abiv1.CycleRequest{Cycle: c.ID, Pod: pod}))
+	b, _ := c.views.LoadOrStore(view, engine.Marshal(&abiv1.CycleRequest{Cycle: c.ID, Pod: pod, GroupCycle: c.GroupCycle}))
 	return b.([]byte)
 }
 
@@ -315,7 +323,7 @@ func (p *Policy) prepare(m *member, c *Cycle) error {
 	}
 	m.cycle = 0
 	p.stats.podsSent.Add(1)
-	code, err := m.in.Cycle(c.request(p.view))
+	code, err := m.in.Cycle(c.requestFor(p))
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,9 @@ type Expect struct {
 	// Failure is a substring of one of the policy failures (or of the
 	// error that kept the policies from loading), "" for no failure.
 	Failure *string
+	// Placement is what a pod-group scenario expects of the group's
+	// placement (group.go).
+	Placement *PlacementExpect
 }
 
 // NodeExpect is what a scenario states about one node.
@@ -109,6 +112,7 @@ type rawExpect struct {
 	Permit    json.RawMessage            `json:"permit"`
 	Error     optional                   `json:"error"`
 	Failure   optional                   `json:"failure"`
+	Placement json.RawMessage            `json:"placement"`
 }
 
 type rawNodeExpect struct {
@@ -212,6 +216,9 @@ func (p *parser) expect(raw json.RawMessage, nodes []*v1.Node, checkNames bool) 
 			}
 			e.Permit = pe
 		}
+	}
+	if !isNull(re.Placement) {
+		e.Placement = p.placementExpect(re.Placement)
 	}
 	return e, len(p.errs) == before
 }

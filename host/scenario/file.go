@@ -33,7 +33,10 @@ type Scenario struct {
 	Name     string
 	Policies []Policy
 	Input    eval.Input
-	Expect   Expect
+	// Group, when set, is the pod group the scenario places instead of
+	// Input.Pod (with Input's nodes, pods and objects).
+	Group  *eval.GroupInput
+	Expect Expect
 }
 
 // ID names the scenario in output and for selection: FILE/NAME.
@@ -96,6 +99,9 @@ type rawScenario struct {
 	Pods     json.RawMessage `json:"pods"`
 	Objects  json.RawMessage `json:"objects"`
 	Expect   json.RawMessage `json:"expect"`
+	// A pod group to place instead of a pod (group.go).
+	PodGroup json.RawMessage `json:"podGroup"`
+	Members  json.RawMessage `json:"members"`
 }
 
 type rawPolicy struct {
@@ -245,10 +251,19 @@ func (p *parser) scenario(raw json.RawMessage, defaults []Policy, haveDefaults b
 	default:
 		p.fail("policies", "none: list them in the scenario or at the top of the file")
 	}
-	if isNull(rs.Pod) {
+	grouped := !isNull(rs.PodGroup) || !isNull(rs.Members)
+	switch {
+	case grouped && !isNull(rs.Pod):
+		p.fail("pod", "a scenario places a pod or a pod group (podGroup and members), not both")
+	case grouped:
+		s.Group = p.group(rs.PodGroup, rs.Members)
+	case isNull(rs.Pod):
 		p.fail("pod", "missing: the pod to schedule, a file or an inline Pod")
-	} else if pods := p.pods("pod", rs.Pod, true); len(pods) == 1 {
-		s.Input.Pod = pods[0]
+	}
+	if !grouped && !isNull(rs.Pod) {
+		if pods := p.pods("pod", rs.Pod, true); len(pods) == 1 {
+			s.Input.Pod = pods[0]
+		}
 	}
 	if isNull(rs.Nodes) {
 		p.fail("nodes", "missing: the nodes, a file or a list of files and inline Nodes")
@@ -264,6 +279,9 @@ func (p *parser) scenario(raw json.RawMessage, defaults []Policy, haveDefaults b
 			s.Input.Objects = append(s.Input.Objects, objs...)
 			return err
 		})
+	}
+	if s.Group != nil {
+		s.Group.Nodes, s.Group.Pods, s.Group.Objects = s.Input.Nodes, s.Input.Pods, s.Input.Objects
 	}
 	inputOK := len(p.errs) == before
 	if inputOK {

@@ -36,6 +36,8 @@ type Result struct {
 	Scenario *Scenario
 	// Report is what the cycle gave; nil when the policies did not load.
 	Report *eval.Report
+	// Group is what a pod-group scenario's cycle gave.
+	Group *eval.GroupReport
 	// LoadErr is why the policies did not load (a missing module file, a
 	// module the engine refuses, settings the policy refuses).
 	LoadErr error
@@ -61,6 +63,9 @@ func (r *Runner) Run(ctx context.Context, s *Scenario) *Result {
 		return res
 	}
 	defer ev.Close(ctx)
+	if s.Group != nil {
+		return r.runGroup(ctx, ev, s, res)
+	}
 	rep, err := ev.Evaluate(ctx, s.Input)
 	if err != nil {
 		// ReadFile has checked the input eval refuses; keep it visible.

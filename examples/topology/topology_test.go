@@ -1,0 +1,172 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/wasmsched/wasmsched/guest"
+	"github.com/wasmsched/wasmsched/guest/guesttest"
+)
+
+// gpuNode is a node with 8 GPUs, used GPUs taken, in clique (none: "").
+func gpuNode(name, clique string, used int64) *guest.NodeInfo {
+	n := guesttest.MakeNode().Name(name).
+		Allocatable(map[string]int64{ResourceGPU: 8, "pods": 110}).
+		Requested(map[string]int64{ResourceGPU: used})
+	if clique != "" {
+		n.Label(LabelClique, clique)
+	}
+	return n.Obj()
+}
+
+// gang is n pods of 4 GPUs in gang ml/train of minCount.
+func gang(n, minCount int, topology ...string) *guest.Group {
+	pg := guesttest.MakePodGroup("ml", "train").Gang(minCount)
+	for _, k := range topology {
+		pg.Topology(k)
+	}
+	pods := make([]*guest.Pod, n)
+	for i := range pods {
+		pods[i] = guesttest.MakePod().Namespace("ml").Name("w" + string(rune('0'+i))).UID("u" + string(rune('0'+i))).
+			PodGroup("train").Req(map[string]int64{ResourceGPU: 4}).Obj()
+	}
+	return guest.NewGroup(pg.Obj(), pods)
+}
+
+// cluster: clique a has 4 nodes (room for 8 pods of 4 GPUs), clique b 2
+// nodes (4 pods), clique c 2 nodes of which one is half used (3 pods),
+// and one node in no clique.
+func cluster() guest.Placement {
+	return guest.Placement{Nodes: []*guest.NodeInfo{
+		gpuNode("a1", "a", 0), gpuNode("a2", "a", 0), gpuNode("a3", "a", 0), gpuNode("a4", "a", 0),
+		gpuNode("b1", "b", 0), gpuNode("b2", "b", 0),
+		gpuNode("c1", "c", 0), gpuNode("c2", "c", 4),
+		gpuNode("x1", "", 0),
+	}}
+}
+
+func names(pls []guest.Placement) string {
+	var out []string
+	for _, pl := range pls {
+		var ns []string
+		for _, n := range pl.Nodes {
+			ns = append(ns, n.Name())
+		}
+		out = append(out, pl.Name+"["+strings.Join(ns, ",")+"]")
+	}
+	return strings.Join(out, " ")
+}
+
+func TestGenerateTightestFirst(t *testing.T) {
+	p := guesttest.Load(t, "", DefaultSettings(), New)
+	pls, s := p.Generate(gang(3, 3), cluster())
+	guesttest.CheckStatus(t, s, guest.OK())
+	// b and c hold 3 pods; c (16 GPUs, 12 free) ties b on capacity, by
+	// name b first; a holds them too but is the largest.
+	want := "nvidia.com/gpu.clique=b[b1,b2] nvidia.com/gpu.clique=c[c1,c2] nvidia.com/gpu.clique=a[a1,a2,a3,a4]"
+	if got := names(pls); got != want {
+		t.Errorf("placements\n%s\nwant\n%s", got, want)
+	}
+	// A gang of 4 does not fit c any more (room for 3).
+	pls, _ = p.Generate(gang(4, 4), cluster())
+	if got, want := names(pls), "nvidia.com/gpu.clique=b[b1,b2] nvidia.com/gpu.clique=a[a1,a2,a3,a4]"; got != want {
+		t.Errorf("gang of 4: %s, want %s", got, want)
+	}
+	// minCount below the pods: the domain must hold minCount.
+	pls, _ = p.Generate(gang(6, 3), cluster())
+	if got := len(pls); got != 3 {
+		t.Errorf("gang of 6 with minCount 3: %d placements, want 3", got)
+	}
+}
+
+func TestGenerateNoDomainFits(t *testing.T) {
+	p := guesttest.Load(t, "", DefaultSettings(), New)
+	pls, s := p.Generate(gang(9, 9), cluster())
+	if len(pls) != 0 {
+		t.Errorf("placements %s for a gang no domain holds", names(pls))
+	}
+	guesttest.CheckStatus(t, s, guest.Reject("topology: gang ml/train needs 9 pods × 4 nvidia.com/gpu within one nvidia.com/gpu.clique domain; the largest, a, has room for 8 (3 domains)"))
+
+	// With allowSplit: the fewest domains that hold it, largest first.
+	p = guesttest.Load(t, `{"allowSplit": true}`, DefaultSettings(), New)
+	pls, s = p.Generate(gang(9, 9), cluster())
+	guesttest.CheckStatus(t, s, guest.OK())
+	if got, want := names(pls), "nvidia.com/gpu.clique in a,b[a1,a2,a3,a4,b1,b2]"; got != want {
+		t.Errorf("split: %s, want %s", got, want)
+	}
+	// More than the whole cluster: rejected even with allowSplit.
+	_, s = p.Generate(gang(16, 16), cluster())
+	if s.Code != guest.Unschedulable {
+		t.Errorf("gang of 16 with allowSplit: %v, want Unschedulable", s)
+	}
+}
+
+func TestGenerateKeys(t *testing.T) {
+	parent := guest.Placement{Nodes: []*guest.NodeInfo{
+		guesttest.MakeNode().Name("r1").Label("example.com/rack", "r1").Allocatable(map[string]int64{ResourceGPU: 8}).Obj(),
+		guesttest.MakeNode().Name("r2").Label("example.com/rack", "r2").Allocatable(map[string]int64{ResourceGPU: 8}).Obj(),
+	}}
+	// The settings' key.
+	p := guesttest.Load(t, `{"topologyKey": "example.com/rack"}`, DefaultSettings(), New)
+	pls, s := p.Generate(gang(2, 2), parent)
+	guesttest.CheckStatus(t, s, guest.OK())
+	if got, want := names(pls), "example.com/rack=r1[r1] example.com/rack=r2[r2]"; got != want {
+		t.Errorf("rack key: %s, want %s", got, want)
+	}
+	// The PodGroup's own topology constraint wins over the settings.
+	p = guesttest.Load(t, "", DefaultSettings(), New)
+	pls, _ = p.Generate(gang(2, 2, "example.com/rack"), parent)
+	if len(pls) != 2 {
+		t.Errorf("group's key: %s", names(pls))
+	}
+	// No node has the key: unresolvable, saying so.
+	_, s = p.Generate(gang(2, 2), parent)
+	guesttest.CheckStatus(t, s, guest.RejectUnresolvable("topology: no node of 2 has the label nvidia.com/gpu.clique"))
+}
+
+func TestSettingsRefused(t *testing.T) {
+	for raw, want := range map[string]string{
+		`{"topologyKey": ""}`: `settings: "topologyKey" must name a node label`,
+		`{"resource": ""}`:    `settings: "resource" must name a resource`,
+		`{"split": true}`:     `settings: json: unknown field "split"`,
+	} {
+		if _, err := guest.Load([]byte(raw), DefaultSettings(), New); err == nil || err.Error() != want {
+			t.Errorf("settings %s: %v, want %q", raw, err, want)
+		}
+	}
+}
+
+func TestScoreAndNormalize(t *testing.T) {
+	p := guesttest.Load(t, "", DefaultSettings(), New)
+	g := gang(2, 2)
+	all := cluster().Nodes
+	small := &guest.PlacementAssignment{Placement: guest.Placement{Name: "b", Nodes: all[4:6]}}
+	large := &guest.PlacementAssignment{Placement: guest.Placement{Name: "a", Nodes: all[0:4]}}
+	split := &guest.PlacementAssignment{Placement: guest.Placement{Name: "a,b", Nodes: all[0:6]}}
+	var scores []guest.PlacementScore
+	for _, pl := range []*guest.PlacementAssignment{small, large, split} {
+		v, s := p.Score(g, pl)
+		guesttest.CheckStatus(t, s, guest.OK())
+		scores = append(scores, guest.PlacementScore{Placement: pl.Placement.Name, Score: v})
+	}
+	if !(scores[0].Score > scores[1].Score && scores[1].Score > scores[2].Score) {
+		t.Errorf("raw scores %v: want the smallest domain first, a split last", scores)
+	}
+	guesttest.CheckStatus(t, p.Normalize(g, scores), guest.OK())
+	if scores[0].Score != 100 || scores[2].Score != 0 || scores[1].Score <= 0 || scores[1].Score >= 100 {
+		t.Errorf("normalised %v", scores)
+	}
+}
+
+// A gang with members already running stays in their domain, even when a
+// tighter one would hold it.
+func TestGenerateJoinsRunningMembers(t *testing.T) {
+	p := guesttest.Load(t, "", DefaultSettings(), New)
+	pg := guesttest.MakePodGroup("ml", "train").Gang(4).MemberNodes("a3", "a4").Obj()
+	g := guest.NewGroup(pg, gang(2, 4).Pods)
+	pls, s := p.Generate(g, cluster())
+	guesttest.CheckStatus(t, s, guest.OK())
+	if got, want := names(pls), "nvidia.com/gpu.clique=a[a1,a2,a3,a4]"; got != want {
+		t.Errorf("placements %s, want %s", got, want)
+	}
+}

@@ -1,0 +1,187 @@
+package guest
+
+import (
+	"strings"
+	"testing"
+
+	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+)
+
+// rackPolicy proposes one placement per value of the "rack" label among the
+// parent's nodes, scores a placement by how few nodes the group uses, and
+// records in Reserve whether the cycle is a pod-group cycle.
+func rackPolicy(reserved *[]string) *Policy {
+	return &Policy{
+		Name:           "racks",
+		WantsPodGroups: true,
+		Reserve: func(c *Cycle, n *NodeInfo) Status {
+			pl, ok := c.GroupCycle()
+			g := "-"
+			if pg := c.PodGroup(); pg != nil {
+				g = pg.Key()
+			}
+			*reserved = append(*reserved, c.Pod.PodGroupName()+"|"+g+"|"+pl+"|"+map[bool]string{true: "group", false: "pod"}[ok])
+			return OK()
+		},
+		PlacementGenerate: func(g *Group, parent Placement) ([]Placement, Status) {
+			if !g.PodGroup.IsGang() || g.PodGroup.MinCount() != 2 || len(g.Pods) != 2 {
+				return nil, Errorf("racks: group %s: gang %v of %d with %d pods", g.PodGroup.Key(), g.PodGroup.IsGang(), g.PodGroup.MinCount(), len(g.Pods))
+			}
+			var out []Placement
+			idx := map[string]int{}
+			for _, n := range parent.Nodes {
+				r, _ := n.Label("rack")
+				if r == "" {
+					continue
+				}
+				i, ok := idx[r]
+				if !ok {
+					i = len(out)
+					idx[r] = i
+					out = append(out, Placement{Name: "rack=" + r})
+				}
+				out[i].Nodes = append(out[i].Nodes, n)
+			}
+			if len(out) == 0 {
+				return nil, Reject("racks: no node has a rack label")
+			}
+			return out, OK()
+		},
+		PlacementScore: func(g *Group, p *PlacementAssignment) (int64, Status) {
+			used := map[string]bool{}
+			for _, a := range p.Assignments {
+				used[a.Node.Name()] = true
+			}
+			return int64(100 - len(used)), OK()
+		},
+		NormalizePlacementScore: func(g *Group, scores []PlacementScore) Status {
+			for i := range scores {
+				scores[i].Score *= 2
+			}
+			return OK()
+		},
+	}
+}
+
+func sendMsg(t *testing.T, m marshaler) uint32 {
+	t.Helper()
+	b := marshal(t, m)
+	copy(inst.buffer(uint32(len(b))), b)
+	return uint32(len(b))
+}
+
+// TestGroupCalls: a policy declares the group points and wants_pod_groups,
+// proposes placements by handle from the parent's nodes, scores an
+// assignment, normalises scores, and sees its cycle's group and placement.
+func TestGroupCalls(t *testing.T) {
+	var reserved []string
+	inst = &instance{policy: rackPolicy(&reserved)}
+	if code := inst.init(sendMsg(t, &abiv1.InitRequest{HostAbiVersion: ABIVersion})); code != uint32(Success) {
+		t.Fatalf("init answered %d", code)
+	}
+	for _, pt := range []abiv1.Point{abiv1.Point_POINT_PLACEMENT_GENERATE, abiv1.Point_POINT_PLACEMENT_SCORE, abiv1.Point_POINT_NORMALIZE_PLACEMENT_SCORE, abiv1.Point_POINT_RESERVE} {
+		if inst.info.Points&(1<<uint(pt)) == 0 {
+			t.Errorf("points %b lack %v", inst.info.Points, pt)
+		}
+	}
+	if !inst.info.WantsPodGroups {
+		t.Error("PolicyInfo.wants_pod_groups is not set")
+	}
+	node := func(h int32, name, rack string) *abiv1.NodeInfo {
+		n := &abiv1.NodeInfo{Handle: h, Generation: 1, Node: &abiv1.Node{Name: name}}
+		if rack != "" {
+			n.Node.Labels = []*abiv1.KeyValue{{Key: "rack", Value: rack}}
+		}
+		return n
+	}
+	sync := &abiv1.NodeSync{Upserts: []*abiv1.NodeInfo{node(0, "a1", "a"), node(1, "b1", "b"), node(2, "a2", "a"), node(3, "x", "")}}
+	if code := inst.sync(sendMsg(t, sync)); code != uint32(Success) {
+		t.Fatalf("sync answered %d", code)
+	}
+	pg := &abiv1.PodGroup{Namespace: "ml", Name: "train", Policy: "gang", MinCount: 2, TopologyKeys: []string{"rack"}}
+	pods := []*abiv1.Pod{{Name: "w0", Namespace: "ml", Uid: "u0", PodGroup: "train"}, {Name: "w1", Namespace: "ml", Uid: "u1", PodGroup: "train"}}
+
+	// No cycle is needed: placement calls come before any pod's cycle.
+	code, r := callPoint(t, abiv1.Point_POINT_PLACEMENT_GENERATE, &abiv1.PlacementRequest{PodGroup: pg, Pods: pods,
+		Parent: &abiv1.Placement{NodeHandles: []int32{0, 1, 2, 3}}})
+	if code != Success {
+		t.Fatalf("PlacementGenerate answered %d %v", code, r.Reasons)
+	}
+	var got []string
+	for _, p := range r.Placements {
+		got = append(got, p.Name+":"+itoas(p.NodeHandles))
+	}
+	if want := "rack=a:0,2 rack=b:1"; strings.Join(got, " ") != want {
+		t.Errorf("placements %q, want %q", strings.Join(got, " "), want)
+	}
+
+	// Within a parent of unracked nodes only: a rejection with the reason.
+	code, r = callPoint(t, abiv1.Point_POINT_PLACEMENT_GENERATE, &abiv1.PlacementRequest{PodGroup: pg, Pods: pods, Parent: &abiv1.Placement{NodeHandles: []int32{3}}})
+	if code != Unschedulable || len(r.Placements) != 0 || r.Reasons[0] != "racks: no node has a rack label" {
+		t.Errorf("PlacementGenerate on unracked nodes: %d %v %v", code, r.Placements, r.Reasons)
+	}
+	// A parent naming a node never synced is an error naming the handle.
+	code, r = callPoint(t, abiv1.Point_POINT_PLACEMENT_GENERATE, &abiv1.PlacementRequest{PodGroup: pg, Pods: pods, Parent: &abiv1.Placement{NodeHandles: []int32{7}}})
+	if code != Error || r.Reasons[0] != "node handle 7 was never synced" {
+		t.Errorf("PlacementGenerate on an unknown node: %d %v", code, r.Reasons)
+	}
+
+	code, r = callPoint(t, abiv1.Point_POINT_PLACEMENT_SCORE, &abiv1.PlacementScoreRequest{PodGroup: pg, Pods: pods,
+		Placement:   &abiv1.Placement{Name: "rack=a", NodeHandles: []int32{0, 2}},
+		Assignments: []*abiv1.Assignment{{PodUid: "u0", NodeHandle: 0}, {PodUid: "u1", NodeHandle: 0}}})
+	if code != Success || r.PlacementScore != 99 {
+		t.Errorf("PlacementScore answered %d, score %d; want 1 (Success), 99", code, r.PlacementScore)
+	}
+	code, r = callPoint(t, abiv1.Point_POINT_PLACEMENT_SCORE, &abiv1.PlacementScoreRequest{PodGroup: pg, Pods: pods,
+		Placement:   &abiv1.Placement{Name: "rack=a", NodeHandles: []int32{0, 2}},
+		Assignments: []*abiv1.Assignment{{PodUid: "stranger", NodeHandle: 0}}})
+	if code != Error || r.Reasons[0] != "assignment of pod stranger, which is not in the group" {
+		t.Errorf("PlacementScore of a stranger: %d %v", code, r.Reasons)
+	}
+
+	code, r = callPoint(t, abiv1.Point_POINT_NORMALIZE_PLACEMENT_SCORE, &abiv1.PlacementScoreList{PodGroup: pg,
+		Scores: []*abiv1.PlacementScore{{Placement: "rack=a", Score: 99}, {Placement: "rack=b", Score: 98}}})
+	if code != Success || len(r.PlacementScores) != 2 || r.PlacementScores[0].Score != 198 || r.PlacementScores[1].Placement != "rack=b" || r.PlacementScores[1].Score != 196 {
+		t.Errorf("NormalizePlacementScore answered %d %v", code, r.PlacementScores)
+	}
+
+	// A cycle of a group member, within the group's cycle on rack=a, then a
+	// plain pod's.
+	if code := inst.startCycle(sendMsg(t, &abiv1.CycleRequest{Cycle: 1, Pod: pods[0], PodGroup: pg, GroupCycle: &abiv1.GroupCycle{Placement: "rack=a"}})); code != uint32(Success) {
+		t.Fatalf("cycle answered %d", code)
+	}
+	if code, r := callPoint(t, abiv1.Point_POINT_RESERVE, &abiv1.NodeHandleRequest{NodeHandle: 0}); code != Success {
+		t.Fatalf("Reserve answered %d %v", code, r.Reasons)
+	}
+	if code := inst.startCycle(sendMsg(t, &abiv1.CycleRequest{Cycle: 2, Pod: &abiv1.Pod{Name: "solo", Uid: "s"}})); code != uint32(Success) {
+		t.Fatalf("cycle answered %d", code)
+	}
+	callPoint(t, abiv1.Point_POINT_RESERVE, &abiv1.NodeHandleRequest{NodeHandle: 1})
+	if want := "train|ml/train|rack=a|group |-||pod"; strings.Join(reserved, " ") != want {
+		t.Errorf("Reserve saw %q, want %q", strings.Join(reserved, " "), want)
+	}
+}
+
+// TestGroupPointsUnimplemented: a placement call to a policy without the
+// point is an error naming it, never an empty success.
+func TestGroupPointsUnimplemented(t *testing.T) {
+	inst = &instance{policy: &Policy{Name: "plain", Filter: func(*Cycle, *NodeInfo) Status { return OK() }}}
+	if code := inst.init(sendMsg(t, &abiv1.InitRequest{HostAbiVersion: ABIVersion})); code != uint32(Success) {
+		t.Fatalf("init answered %d", code)
+	}
+	if inst.info.WantsPodGroups || inst.info.Points&(1<<uint(abiv1.Point_POINT_PLACEMENT_GENERATE)) != 0 {
+		t.Errorf("a plain policy declares groups: %v", inst.info)
+	}
+	code, r := callPoint(t, abiv1.Point_POINT_PLACEMENT_GENERATE, &abiv1.PlacementRequest{Parent: &abiv1.Placement{}})
+	if code != Error || r.Reasons[0] != "the policy does not implement PlacementGenerate" {
+		t.Errorf("PlacementGenerate answered %d %v", code, r.Reasons)
+	}
+}
+
+func itoas(v []int32) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = itoa(int64(x))
+	}
+	return strings.Join(s, ",")
+}
