@@ -150,6 +150,11 @@ func (e *entry) setSpec(sp *api.SchedulingPolicy) (rosterChanged bool) {
 	e.want = rev
 	e.gen++
 	delete(e.failed, rev.Key)
+	if !e.slot.hasVersion() {
+		// A fallback in flight is abandoned with the generation: should
+		// this fetch fail too, the last good revision is offered again.
+		e.fallback = ""
+	}
 	if e.c.store.deactivated(sp.Name) {
 		e.slot.offerDeleted()
 		e.settle()
