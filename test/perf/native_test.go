@@ -200,7 +200,12 @@ func TestConfig(t *testing.T) {
 	var names []string
 	for _, c := range cases {
 		names = append(names, c.Name)
-		if _, err := os.Stat(c.SchedulerConfigPath); err != nil || len(c.Workloads) != 2 || len(c.Labels) != 2 {
+		// Two sizes each (500 and 5000 nodes), the GPU mix a third (15 000).
+		want := 2
+		if strings.HasPrefix(c.Name, "GPU_") {
+			want = 3
+		}
+		if _, err := os.Stat(c.SchedulerConfigPath); err != nil || len(c.Workloads) != want || len(c.Labels) != 2 {
 			t.Errorf("%s: scheduler config %v, %d workloads, labels %v", c.Name, err, len(c.Workloads), c.Labels)
 		}
 		checkSchedulerConfig(t, c.Name, c.SchedulerConfigPath)
