@@ -1,7 +1,10 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,7 +26,13 @@ func TestExampleScenarios(t *testing.T) {
 	for _, dir := range dirs {
 		name := filepath.Base(filepath.Dir(dir))
 		t.Run(name, func(t *testing.T) {
-			code, out, errs := runCLI("test", "--policy", name+"="+testwasm.Path(t, "examples/"+name), dir)
+			// Its own module, and those of other examples its scenarios
+			// run beside it (topology's run with gpu's).
+			args := []string{"test"}
+			for _, p := range referencedExamples(t, dir, name) {
+				args = append(args, "--policy", p+"="+testwasm.Path(t, "examples/"+p))
+			}
+			code, out, errs := runCLI(append(args, dir)...)
 			if code != 0 {
 				t.Fatalf("exit %d, stderr %s\n%s", code, errs, out)
 			}
@@ -32,4 +41,31 @@ func TestExampleScenarios(t *testing.T) {
 			}
 		})
 	}
+}
+
+// exampleModule matches a scenario file's reference to an example's
+// module as `make examples` builds it.
+var exampleModule = regexp.MustCompile(`bin/policies/([a-z0-9-]+)\.wasm`)
+
+// referencedExamples is name and the other examples whose modules the
+// scenario files in dir name.
+func referencedExamples(t *testing.T, dir, name string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []string{name}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range exampleModule.FindAllStringSubmatch(string(b), -1) {
+			if !slices.Contains(out, m[1]) {
+				out = append(out, m[1])
+			}
+		}
+	}
+	return out
 }
