@@ -201,10 +201,13 @@ tinygo-e2e:
 tinygo-cli:
 	WASMSCHED_REQUIRE_TINYGO=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestEvalStackOverflow|TestNewProjectTinyGo|TestGuideStartTinyGo)$$' ./cmd/wasmsched/
 tinygo-scenarios:
-	@# Every example's scenarios on its TinyGo build.
+	@# Every example's scenarios on its TinyGo build, and on the TinyGo
+	@# builds of the other examples they name (topology's run with gpu's).
 	@set -e; for e in $(EXAMPLES); do \
-	  echo "$(BIN)/wasmsched test --policy $$e=$(BIN)/policies/$$e.tinygo.wasm examples/$$e/scenarios"; \
-	  $(BIN)/wasmsched test --policy $$e=$(BIN)/policies/$$e.tinygo.wasm examples/$$e/scenarios; \
+	  args=""; for p in $$( (echo $$e; grep -ohE 'bin/policies/[a-z0-9-]+\.wasm' examples/$$e/scenarios/*.yaml | sed 's|bin/policies/||; s|\.wasm$$||') | sort -u); do \
+	    args="$$args --policy $$p=$(BIN)/policies/$$p.tinygo.wasm"; done; \
+	  echo "$(BIN)/wasmsched test$$args examples/$$e/scenarios"; \
+	  $(BIN)/wasmsched test$$args examples/$$e/scenarios; \
 	done
 
 ## protoc: make sure Debian's protoc and its well-known types are installed
