@@ -5,17 +5,12 @@ import (
 	"context"
 	"crypto"
 	"encoding/base64"
-	"encoding/pem"
-	"io"
-	"log"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/sigstore/cosign/v2/pkg/cosign"
 	ociremote "github.com/sigstore/cosign/v2/pkg/oci/remote"
@@ -32,16 +27,8 @@ import (
 // encrypted format) and for wasmsched's own ECDSA and Ed25519 keys; and
 // wasmsched verify accepts a signature cosign made.
 func TestSignaturesAreCosigns(t *testing.T) {
-	srv := httptest.NewUnstartedServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	srv.StartTLS()
-	defer srv.Close()
 	dir := t.TempDir()
-	ca := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	host := strings.TrimPrefix(srv.URL, "https://")
+	host, ca := startRegistry(t, dir)
 	wasm := testwasm.Path(t, "examples/nodepin")
 	module, err := os.ReadFile(wasm)
 	if err != nil {

@@ -20,16 +20,8 @@ import (
 // push --oci publishes a module to a registry behind TLS and pull writes
 // it back; a module that does not load is not pushed.
 func TestPushPullOCI(t *testing.T) {
-	srv := httptest.NewUnstartedServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	srv.StartTLS()
-	defer srv.Close()
 	dir := t.TempDir()
-	ca := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	host := strings.TrimPrefix(srv.URL, "https://")
+	host, ca := startRegistry(t, dir)
 	wasm := testwasm.Path(t, "examples/nodepin")
 	module, err := os.ReadFile(wasm)
 	if err != nil {
@@ -71,4 +63,20 @@ func TestPushPullOCI(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q, want %q", tc.args, code, errOut.String(), tc.want)
 		}
 	}
+}
+
+// startRegistry starts an in-process OCI registry behind TLS, stopped when
+// t ends, and returns its host and the path of its CA certificate, written
+// in dir.
+func startRegistry(t *testing.T, dir string) (host, caFile string) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	caFile = filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimPrefix(srv.URL, "https://"), caFile
 }

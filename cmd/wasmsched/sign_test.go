@@ -3,17 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"encoding/pem"
-	"io"
-	"log"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -89,20 +84,12 @@ func TestPushSigned(t *testing.T) {
 	check("fixed-name chunks", source.Version{Module: module, Digest: source.Digest(module), Signatures: sigs}, "a")
 
 	// An artifact, with its annotations.
-	srv := httptest.NewUnstartedServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	srv.StartTLS()
-	defer srv.Close()
-	ca := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	host, ca := startRegistry(t, dir)
 	schema := filepath.Join(dir, "schema.json")
 	if err := os.WriteFile(schema, []byte(`{"type": "object",
 	  "properties": {"nodes": {"type": "array"}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	host := strings.TrimPrefix(srv.URL, "https://")
 	code, out, errs := runCLI("push", "--oci", host+"/p/pin:v1", wasm, "--key", keyB, "--settings-schema", schema, "--registry-ca", ca)
 	if code != 0 {
 		t.Fatalf("push --oci --key: exit %d: %s", code, errs)

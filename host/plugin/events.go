@@ -59,10 +59,7 @@ func needs(info *abiv1.PolicyInfo) eventSet {
 	}
 	var s eventSet
 	if nodeFields(req) {
-		s |= evNodeAdd // a new node is a change of all its properties
-	}
-	if req.GetNodeAdded() {
-		s |= evNodeAdd
+		s |= evNodeAdd // node_added, or a new node is a change of all its properties
 	}
 	if len(req.GetNodeLabelKeys()) > 0 {
 		s |= evNodeLabel

@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
-	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/wasmsched/wasmsched/internal/controlplane"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
@@ -138,26 +137,7 @@ func TestSmokePodGroupPlacedWithinOneRack(t *testing.T) {
 // policyCalls sums the scheduler's count of a policy's calls at a point.
 func policyCalls(t *testing.T, policy, point string) float64 {
 	t.Helper()
-	mfs, err := legacyregistry.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != "wasmsched_policy_calls_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				labels[lp.GetName()] = lp.GetValue()
-			}
-			if labels["policy"] == policy && labels["point"] == point {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
+	return metricValue(t, "wasmsched_policy_calls_total", map[string]string{"policy": policy, "point": point})
 }
 
 // TestSmokePodGroupGatesOff: with the gates off the API server drops the pods'

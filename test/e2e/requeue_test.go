@@ -7,40 +7,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
-
-// counter sums the in-process scheduler's samples of the counter name
-// whose labels include want.
-func counter(t *testing.T, name string, want map[string]string) float64 {
-	t.Helper()
-	mfs, err := legacyregistry.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	sample:
-		for _, m := range mf.GetMetric() {
-			for k, v := range want {
-				found := false
-				for _, lp := range m.GetLabel() {
-					found = found || (lp.GetName() == k && lp.GetValue() == v)
-				}
-				if !found {
-					continue sample
-				}
-			}
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
-}
 
 // The plugin registers with the framework only the events the policies
 // serving at start-up declared (here: one node label), and covers what a
@@ -67,10 +36,10 @@ func TestEventsDeclaredLaterAreCovered(t *testing.T) {
 
 	const profile = "default-scheduler"
 	attempts := func() float64 {
-		return counter(t, "scheduler_schedule_attempts_total", map[string]string{"profile": profile, "result": "unschedulable"})
+		return metricValue(t, "scheduler_schedule_attempts_total", map[string]string{"profile": profile, "result": "unschedulable"})
 	}
 	covered := func() float64 {
-		return counter(t, "wasmsched_requeued_pods_total", map[string]string{"profile": profile, "cause": "event"})
+		return metricValue(t, "wasmsched_requeued_pods_total", map[string]string{"profile": profile, "cause": "event"})
 	}
 	leave := func(name string) {
 		t.Helper()
