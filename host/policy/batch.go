@@ -27,10 +27,14 @@ func (p *Policy) batchWorkers(n int) int {
 	return max(1, min(runtime.GOMAXPROCS(0), p.pool.Max(), (n+batchChunk-1)/batchChunk))
 }
 
-// forEach runs fn on every node index in [0, n), spread over workers that
-// each hold an instance with the cycle installed. It stops at the first
-// error and returns it.
-func (p *Policy) forEach(ctx context.Context, call string, c *Cycle, n int, fn func(m *member, i int) error) error {
+// forEach runs fn on every node of nodes by index, spread over workers that
+// each hold an instance with the cycle installed. Before a worker runs fn
+// on a chunk of nodes, it sends its instance those of them it does not hold
+// in one request: a fresh instance (a policy just loaded, a pool that grew)
+// learns a cluster in a few dozen requests rather than one per node. It
+// stops at the first error and returns it.
+func (p *Policy) forEach(ctx context.Context, call string, c *Cycle, nodes []fwk.NodeInfo, fn func(m *member, i int) error) error {
+	n := len(nodes)
 	var (
 		next    atomic.Int64
 		failed  atomic.Bool
@@ -49,7 +53,11 @@ func (p *Policy) forEach(ctx context.Context, call string, c *Cycle, n int, fn f
 				if start >= n {
 					return nil
 				}
-				for i := start; i < min(start+batchChunk, n); i++ {
+				end := min(start+batchChunk, n)
+				if err := p.syncChunk(m, nodes[start:end]); err != nil {
+					return err
+				}
+				for i := start; i < end; i++ {
 					if err := fn(m, i); err != nil {
 						return err
 					}
@@ -70,6 +78,24 @@ func (p *Policy) forEach(ctx context.Context, call string, c *Cycle, n int, fn f
 	work()
 	wg.Wait()
 	return first
+}
+
+// syncChunk sends m, in one request, the nodes of chunk it does not hold as
+// they are. Nodes without a Node object are left to fn, which reports them.
+func (p *Policy) syncChunk(m *member, chunk []fwk.NodeInfo) error {
+	var present [batchChunk]fwk.NodeInfo
+	k := 0
+	for _, ni := range chunk {
+		if ni != nil && ni.Node() != nil && !m.holds(m.handle(&p.handles, ni.Node().Name), ni) {
+			present[k] = ni
+			k++
+		}
+	}
+	if k == 0 {
+		return nil
+	}
+	_, err := p.syncNodes(m, present[:k])
+	return err
 }
 
 // Verdicts are the Filter verdicts of one cycle on the nodes of a snapshot,
@@ -112,7 +138,7 @@ func (v *Verdicts) Lookup(ni fwk.NodeInfo) (Status, bool) {
 func (p *Policy) FilterAll(ctx context.Context, c *Cycle, nodes []fwk.NodeInfo) (*Verdicts, error) {
 	v := &Verdicts{p: p, nodes: make([]verdict, len(nodes))}
 	handles := make([]int32, len(nodes))
-	err := p.forEach(ctx, "filter", c, len(nodes), func(m *member, i int) error {
+	err := p.forEach(ctx, "filter", c, nodes, func(m *member, i int) error {
 		ni := nodes[i]
 		if ni == nil || ni.Node() == nil {
 			return nil // not judged: Filter reports it
@@ -186,7 +212,7 @@ func (p *Policy) ScoreAll(ctx context.Context, c *Cycle, nodes []fwk.NodeInfo) (
 	res := Scores{Values: make([]int64, len(nodes)), Bad: -1, Status: success}
 	var mu sync.Mutex
 	errRejected := &batchStop{}
-	err := p.forEach(ctx, "score", c, len(nodes), func(m *member, i int) error {
+	err := p.forEach(ctx, "score", c, nodes, func(m *member, i int) error {
 		h, err := p.ready(m, c, nodes[i])
 		if err != nil {
 			return err

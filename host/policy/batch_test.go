@@ -180,3 +180,49 @@ func TestFilterAllFailure(t *testing.T) {
 		t.Fatalf("got %v, want the trap", err)
 	}
 }
+
+// TestFilterAllSyncsInChunks: a fresh instance learns the cycle's nodes in
+// one request per chunk of batchChunk nodes, not one per node; a later
+// batch sends only the node that changed, and verdicts stay right.
+func TestFilterAllSyncsInChunks(t *testing.T) {
+	p := load(t, `{"rejectLabel": "bad"}`)
+	nodes := batchNodes()
+	syncs := func() (calls int64) {
+		for _, g := range p.Stats().Guest {
+			if g.Export == "sync" {
+				calls = g.Calls
+			}
+		}
+		return calls
+	}
+	if _, err := p.FilterAll(ctx, NewCycle(mkPod("p"), nodes), nodes); err != nil {
+		t.Fatal(err)
+	}
+	chunks := int64((len(nodes) + batchChunk - 1) / batchChunk)
+	if got := syncs(); got != chunks {
+		t.Fatalf("%d sync requests for %d nodes on one instance, want %d (one per chunk of %d)", got, len(nodes), chunks, batchChunk)
+	}
+	if got := p.Stats().NodesSent; got != int64(len(nodes)) {
+		t.Fatalf("%d nodes sent, want %d", got, len(nodes))
+	}
+
+	changed := nodes[7].Snapshot()
+	changed.AddPodInfo(mustPodInfo(t, withNode(mkPod("extra"), "n7")))
+	node := changed.Node().DeepCopy() // a new object: sent whole, not as usage
+	node.Labels["bad"] = ""
+	changed.SetNode(node)
+	nodes[7] = changed
+	v, err := p.FilterAll(ctx, NewCycle(mkPod("q"), nodes), nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := syncs(); got != chunks+1 {
+		t.Fatalf("%d sync requests after one node changed, want %d", got, chunks+1)
+	}
+	for i, ni := range nodes {
+		s, ok := v.Lookup(ni)
+		if !ok || s.IsSuccess() != (i%5 != 0 && i != 7) {
+			t.Errorf("n%d: verdict %+v (found %v)", i, s, ok)
+		}
+	}
+}
