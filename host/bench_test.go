@@ -490,47 +490,49 @@ func cpuTime() time.Duration {
 }
 
 // BenchmarkInstanceWarmUp is what a fresh instance of the gpu example
-// costs before it can answer at 5000 nodes: loading the policy (compiled
-// from the cache after the first iteration), then the first FilterAll of a
-// GPU pod, which sends it every node. The scheduler pays this once per
-// instance: at a policy's load and each time its pool grows. It reports
-// wall and CPU time per warm-up and the guest memory afterwards, for the
+// costs before it can answer, at 5000 and 15000 nodes: loading the policy
+// (compiled from the cache after the first iteration), then the first
+// FilterAll of a GPU pod, which sends it every node. The scheduler pays
+// this once per instance: at a policy's load and each time its pool grows.
+// It reports wall and CPU time per warm-up and the instance's linear memory
+// afterwards (what a resident snapshot of that many nodes takes), for the
 // module built by Go and, when installed, by TinyGo.
 func BenchmarkInstanceWarmUp(b *testing.B) {
-	const n = 5000
 	builds := map[string]func(testing.TB, string) []byte{"go": testwasm.Bytes}
 	if os.Getenv(testwasm.EnvTinyGo) != "" || fileExists(filepath.Join(testwasm.Root(b), ".bin", "tinygo", "bin", "tinygo")) {
 		builds["tinygo"] = testwasm.TinyGoBytes
 	}
-	nodes := gpuNodes(n)
 	gpuPod := realisticPod(0)
 	gpuPod.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("1")
-	for _, name := range []string{"go", "tinygo"} {
-		build, ok := builds[name]
-		if !ok {
-			continue
-		}
-		wasm := build(b, "examples/gpu")
-		b.Run(name, func(b *testing.B) {
-			var mem uint32
-			cpu0 := cpuTime()
-			for i := 0; i < b.N; i++ {
-				p, err := policy.Load(ctx, policy.Options{Name: "gpu", Wasm: wasm, MaxInstances: 1})
-				if err != nil {
-					b.Fatal(err)
-				}
-				c := policy.NewCycle(gpuPod, nodes)
-				if _, err := p.PreFilter(ctx, c); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := p.FilterAll(ctx, c, nodes); err != nil {
-					b.Fatal(err)
-				}
-				mem = p.GuestMemory()[0]
-				_ = p.Close(ctx)
+	for _, n := range []int{5000, 15000} {
+		nodes := gpuNodes(n)
+		for _, name := range []string{"go", "tinygo"} {
+			build, ok := builds[name]
+			if !ok {
+				continue
 			}
-			b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/float64(b.N), "cpu-ms/op")
-			b.ReportMetric(float64(mem)/(1<<20), "MiB-guest")
-		})
+			wasm := build(b, "examples/gpu")
+			b.Run(fmt.Sprintf("%s/nodes=%d", name, n), func(b *testing.B) {
+				var mem uint32
+				cpu0 := cpuTime()
+				for i := 0; i < b.N; i++ {
+					p, err := policy.Load(ctx, policy.Options{Name: "gpu", Wasm: wasm, MaxInstances: 1})
+					if err != nil {
+						b.Fatal(err)
+					}
+					c := policy.NewCycle(gpuPod, nodes)
+					if _, err := p.PreFilter(ctx, c); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := p.FilterAll(ctx, c, nodes); err != nil {
+						b.Fatal(err)
+					}
+					mem = p.GuestMemory()[0]
+					_ = p.Close(ctx)
+				}
+				b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/float64(b.N), "cpu-ms/op")
+				b.ReportMetric(float64(mem)/(1<<20), "MiB-guest")
+			})
+		}
 	}
 }
