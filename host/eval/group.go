@@ -39,6 +39,20 @@ type GroupReport struct {
 	Assignments map[string]string `json:"assignments,omitempty"`
 	Reasons     []string          `json:"reasons"`
 	Failures    []string          `json:"failures,omitempty"`
+	// PostFilter is what the policies' PodGroupPostFilter said of a group
+	// that fits no placement; nil when none exports it or a placement
+	// was chosen. Its reasons are also among Reasons.
+	PostFilter *GroupPostFilter `json:"postFilter,omitempty"`
+}
+
+// GroupPostFilter is the policies' PodGroupPostFilter verdict on a group
+// that fits no placement: Unschedulable (with the reasons of each policy),
+// UnschedulableAndUnresolvable, Success (the group can be made to fit,
+// Nominated the node of each member nominated, by pod name) or Error.
+type GroupPostFilter struct {
+	Code      string            `json:"code"`
+	Reasons   []string          `json:"reasons"`
+	Nominated map[string]string `json:"nominated,omitempty"`
 }
 
 // PlacementResult is what a placement gave.
@@ -195,6 +209,7 @@ func (e *Evaluator) EvaluateGroup(ctx context.Context, in GroupInput) (*GroupRep
 	}
 	if len(placements) == 0 {
 		rep.Reasons = reasons
+		e.postFilter(ctx, g, nodes, reasons, rep)
 		return rep, nil
 	}
 	want := need(pg, len(in.Members))
@@ -241,6 +256,7 @@ func (e *Evaluator) EvaluateGroup(ctx context.Context, in GroupInput) (*GroupRep
 	}
 	if len(feasible) == 0 {
 		rep.Reasons = []string{fmt.Sprintf("0/%d placements are available", len(placements))}
+		e.postFilter(ctx, g, nodes, nil, rep)
 		return rep, nil
 	}
 	best := feasible[0]
@@ -374,6 +390,59 @@ func (e *Evaluator) generate(ctx context.Context, g *policy.Group, nodes []fwk.N
 		current = next
 	}
 	return current, nil, nil
+}
+
+// postFilter runs the policies' PodGroupPostFilter, in order, as the
+// plugin does on Kubernetes 1.37 after a pod-group cycle found no
+// placement (eval runs no preemption, which the scheduler tries first):
+// Unschedulable adds the policy's reasons and lets the next speak;
+// UnschedulableAndUnresolvable and Success end there; a failure is the
+// verdict Error, or is passed over under failurePolicy Ignore. rejection
+// is the policies' rejection at PlacementGenerate, if any.
+func (e *Evaluator) postFilter(ctx context.Context, g *policy.Group, nodes []fwk.NodeInfo, rejection []string, rep *GroupReport) {
+	var pf *GroupPostFilter
+	for i, p := range e.policies {
+		if !p.Implements(abiv1.Point_POINT_POD_GROUP_POST_FILTER) {
+			continue
+		}
+		if pf == nil {
+			pf = &GroupPostFilter{Code: "Unschedulable", Reasons: []string{}}
+			rep.PostFilter = pf
+		}
+		noms, s, err := p.PodGroupPostFilter(ctx, g, nodes, rejection)
+		if err == nil && s.Code == abiv1.Code_CODE_ERROR {
+			err = fmt.Errorf("policy %s: pod_group_post_filter: %s", p.Name(), strings.Join(s.Reasons, "; "))
+		}
+		if err != nil {
+			if e.specs[i].FailurePolicy == FailurePolicyIgnore {
+				continue
+			}
+			msg := oneLine(err.Error())
+			pf.Code, pf.Reasons, pf.Nominated = "Error", []string{msg}, nil
+			rep.Failures = append(rep.Failures, msg)
+			rep.Reasons = append(rep.Reasons, msg)
+			return
+		}
+		for _, r := range s.Reasons {
+			said := fmt.Sprintf("policy %s: %s", p.Name(), r)
+			pf.Reasons = append(pf.Reasons, said)
+			rep.Reasons = append(rep.Reasons, said)
+		}
+		switch s.Code {
+		case abiv1.Code_CODE_SUCCESS:
+			pf.Code = "Success"
+			for _, n := range noms {
+				if pf.Nominated == nil {
+					pf.Nominated = map[string]string{}
+				}
+				pf.Nominated[n.Pod.Name] = n.Node
+			}
+			return
+		case abiv1.Code_CODE_UNSCHEDULABLE_AND_UNRESOLVABLE:
+			pf.Code = "UnschedulableAndUnresolvable"
+			return
+		}
+	}
 }
 
 // scorePlacements scores the feasible placements as the plugin does.
