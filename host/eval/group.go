@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
@@ -142,6 +143,36 @@ func PodGroupFromObject(u *unstructured.Unstructured) (*abiv1.PodGroup, error) {
 		m.WorkloadName, _, _ = unstructured.NestedString(u.Object, "spec", "podGroupTemplateRef", "workload", "workloadName")
 	}
 	return m, nil
+}
+
+// CheckMembers checks a pod group's members as the scheduler would have
+// them: in the PodGroup's namespace, each named once, none naming another
+// group (spec.schedulingGroup); a member without a UID gets one
+// (uid-<namespace>-<name>), since placement calls name members by UID.
+func CheckMembers(pg *abiv1.PodGroup, members []*v1.Pod) error {
+	if len(members) == 0 {
+		return fmt.Errorf("no member pods")
+	}
+	seen := map[string]bool{}
+	for _, m := range members {
+		if m.Namespace == "" {
+			m.Namespace = "default"
+		}
+		switch {
+		case m.Namespace != pg.GetNamespace():
+			return fmt.Errorf("pod %s is in namespace %s, the PodGroup %s in %s", m.Name, m.Namespace, pg.GetName(), pg.GetNamespace())
+		case seen[m.Name]:
+			return fmt.Errorf("pod %s is listed twice", m.Name)
+		}
+		if name := convert.PodGroupName(m); name != "" && name != pg.GetName() {
+			return fmt.Errorf("pod %s belongs to PodGroup %s (spec.schedulingGroup), not %s", m.Name, name, pg.GetName())
+		}
+		seen[m.Name] = true
+		if m.UID == "" {
+			m.UID = types.UID("uid-" + m.Namespace + "-" + m.Name)
+		}
+	}
+	return nil
 }
 
 // number reads an integer as JSON or YAML decoding leaves it.
