@@ -123,3 +123,27 @@ func TestEvalPodGroupBadInput(t *testing.T) {
 		})
 	}
 }
+
+// The guide's pod-group eval example is real: same command, same output.
+func TestGuideEvalPodGroup(t *testing.T) {
+	root := testwasm.Root(t)
+	guide, err := os.ReadFile(filepath.Join(root, "guest", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cmd = "bin/wasmsched eval --policy bin/policies/gpu.wasm --policy bin/policies/topology.wasm \\\n" +
+		"  --pod-group examples/topology/testdata/objects-podgroups.yaml \\\n" +
+		"  --pod examples/topology/testdata/pod-train.yaml \\\n" +
+		"  --nodes examples/topology/testdata/nodes.yaml\n```\n\n```text\n"
+	_, block, ok := strings.Cut(string(guide), cmd)
+	if !ok {
+		t.Fatal("guest/README.md has no pod-group eval example (or it changed: change this test with it)")
+	}
+	want, _, _ := strings.Cut(block, "```")
+	dir := filepath.Join(root, "examples", "topology", "testdata")
+	code, got, errs := runCLI("eval", "--policy", testwasm.Path(t, "examples/gpu"), "--policy", testwasm.Path(t, "examples/topology"),
+		"--pod-group", filepath.Join(dir, "objects-podgroups.yaml"), "--pod", filepath.Join(dir, "pod-train.yaml"), "--nodes", filepath.Join(dir, "nodes.yaml"))
+	if code != 0 || got != want {
+		t.Fatalf("exit %d (%s); the guide shows\n%s\nthe command prints\n%s", code, errs, want, got)
+	}
+}
