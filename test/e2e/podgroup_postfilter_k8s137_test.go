@@ -18,12 +18,22 @@ import (
 // TestSmokePodGroupPostFilter (Kubernetes 1.37, gates on): rack r1 has
 // room for a gang of 4 by GPUs, but one of its two nodes is tainted, so the
 // scheduler places only 2 members there and the gang fits no placement.
-// The scheduler's PodGroupPostFilter plugins find no preemption; then the
-// topology policy's PodGroupPostFilter says why: its reason is in the
-// PodGroup's PodGroupInitiallyScheduled condition and on the members that
-// did fit, and no member is bound.
+// The topology policy's PodGroupPostFilter says why: its reason is in the
+// PodGroup's PodGroupInitiallyScheduled condition, and no member is bound.
+// Then a policy whose PodGroupPostFilter traps fails the group's cycle: the
+// condition says SchedulerError with the trap, and still nothing is bound.
+// DefaultPreemption's group preemption is disabled at podGroupPostFilter:
+// it runs before WasmPolicy and, finding no victims, answers
+// UnschedulableAndUnresolvable, which ends the point (upstream 1.37.2).
 func TestSmokePodGroupPostFilter(t *testing.T) {
 	c := startGroupCluster(t, true)
+	topology := policy{Name: "topology", Package: "examples/topology", Settings: `{"topologyKey": "example.com/gpu-domain"}`}
+	noGroupPreemption := func(cfg map[string]any) {
+		plugins := cfg["profiles"].([]any)[0].(map[string]any)["plugins"].(map[string]any)
+		plugins["multiPoint"].(map[string]any)["disabled"] = []any{map[string]any{"name": "TopologyPlacementGenerator"}}
+		plugins["podGroupPostFilter"] = map[string]any{"disabled": []any{map[string]any{"name": "DefaultPreemption"}}}
+	}
+	restartScheduler(t, c, []policy{topology}, noGroupPreemption)
 	c.gpuNode("r1-a", "r1")
 	alloc := v1.ResourceList{v1.ResourceCPU: resource.MustParse("32"), v1.ResourceMemory: resource.MustParse("64Gi"),
 		v1.ResourcePods: resource.MustParse("110"), gpu: resource.MustParse("8")}
@@ -35,32 +45,47 @@ func TestSmokePodGroupPostFilter(t *testing.T) {
 	}
 	pods := c.gang("train", 4, 4, "4")
 	want := "policy topology: topology: gang default/train fit in none of the 1 example.com/rack domains with room for 4 pods × 4 nvidia.com/gpu (r1): members were turned away on their nodes"
-	var cond string
-	err := testwasm.Poll(t, 100*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, error) {
-		pg, err := c.client.SchedulingV1beta1().PodGroups("default").Get(ctx, "train", metav1.GetOptions{})
+	c.waitGroupCondition("train", "Unschedulable", want)
+	// The two members that fit r1-a carry the group's status; the others
+	// their own reasons.
+	fitted := 0
+	for _, p := range pods {
+		msg := c.waitUnschedulable(p, 2*time.Minute)
+		if strings.Contains(msg, want) {
+			fitted++
+		}
+		t.Logf("%s: %s", p, msg)
+	}
+	if fitted != 2 {
+		t.Errorf("%d members carry the policy's reason, want the 2 that fit r1-a", fitted)
+	}
+
+	restartScheduler(t, c, []policy{topology, {Name: "groupprobe", Package: "test/guests/groupprobe", Settings: `{"postFilter": "panic"}`}}, noGroupPreemption)
+	c.waitGroupCondition("train", "SchedulerError", "pod_group_post_filter: wasm error: unreachable: panic: groupprobe: panic in PodGroupPostFilter")
+	for _, p := range pods {
+		c.stayUnbound(p, 0)
+	}
+}
+
+// waitGroupCondition waits until the PodGroup's PodGroupInitiallyScheduled
+// condition is False for reason with a message containing want.
+func (c *cluster) waitGroupCondition(name, reason, want string) {
+	c.t.Helper()
+	var got string
+	err := testwasm.Poll(c.t, 100*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		pg, err := c.client.SchedulingV1beta1().PodGroups("default").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
 		for _, cd := range pg.Status.Conditions {
 			if cd.Type == "PodGroupInitiallyScheduled" && cd.Status == metav1.ConditionFalse {
-				cond = cd.Message
+				got = cd.Reason + ": " + cd.Message
+				return cd.Reason == reason && strings.Contains(cd.Message, want), nil
 			}
 		}
-		return strings.Contains(cond, want), nil
+		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("the PodGroup's condition %q does not contain %q: %v", cond, want, err)
-	}
-	fitted := 0
-	for _, p := range pods {
-		if strings.Contains(c.waitUnschedulable(p, 2*time.Minute), want) {
-			fitted++
-		}
-	}
-	if fitted != 2 {
-		t.Errorf("%d members carry the policy's reason, want the 2 that fit r1-a", fitted)
-	}
-	for _, p := range pods {
-		c.stayUnbound(p, 0)
+		c.t.Fatalf("PodGroup %s: condition %q, want %s with %q: %v", name, got, reason, want, err)
 	}
 }
