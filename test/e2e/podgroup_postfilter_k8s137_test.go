@@ -60,7 +60,9 @@ func TestSmokePodGroupPostFilter(t *testing.T) {
 		t.Errorf("%d members carry the policy's reason, want the 2 that fit r1-a", fitted)
 	}
 
-	restartScheduler(t, c, []policy{topology, {Name: "groupprobe", Package: "test/guests/groupprobe", Settings: `{"postFilter": "panic"}`}}, noGroupPreemption)
+	// Named apart from the other tests' groupprobe, whose call counts
+	// (process-wide metrics) they check.
+	restartScheduler(t, c, []policy{topology, {Name: "trapper", Package: "test/guests/groupprobe", Settings: `{"postFilter": "panic"}`}}, noGroupPreemption)
 	c.waitGroupCondition("train", "SchedulerError", "pod_group_post_filter: wasm error: unreachable: panic: groupprobe: panic in PodGroupPostFilter")
 	for _, p := range pods {
 		c.stayUnbound(p, 0)
