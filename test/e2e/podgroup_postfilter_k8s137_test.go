@@ -21,7 +21,8 @@ import (
 // The topology policy's PodGroupPostFilter says why: its reason is in the
 // PodGroup's PodGroupInitiallyScheduled condition, and no member is bound.
 // Then a policy whose PodGroupPostFilter traps fails the group's cycle: the
-// condition says SchedulerError with the trap, and still nothing is bound.
+// condition says SchedulerError with the trap, and still nothing is bound;
+// and one that answers Success with nominations has the members nominated.
 // DefaultPreemption's group preemption is disabled at podGroupPostFilter:
 // it runs before WasmPolicy and, finding no victims, answers
 // UnschedulableAndUnresolvable, which ends the point (upstream 1.37.2).
@@ -64,6 +65,38 @@ func TestSmokePodGroupPostFilter(t *testing.T) {
 	// (process-wide metrics) they check.
 	restartScheduler(t, c, []policy{topology, {Name: "trapper", Package: "test/guests/groupprobe", Settings: `{"postFilter": "panic"}`}}, noGroupPreemption)
 	c.waitGroupCondition("train", "SchedulerError", "pod_group_post_filter: wasm error: unreachable: panic: groupprobe: panic in PodGroupPostFilter")
+	for _, p := range pods {
+		c.stayUnbound(p, 0)
+	}
+
+	// A PodGroupPostFilter answering Success with nominations: the
+	// scheduler sets every member's nominated node (groupprobe nominates
+	// them all to the first node of the snapshot) and tries the group again.
+	restartScheduler(t, c, []policy{topology, {Name: "nominator", Package: "test/guests/groupprobe", Settings: `{"postFilter": "nominate"}`}}, noGroupPreemption)
+	nominated := map[string]string{}
+	err := testwasm.Poll(t, 100*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		for _, name := range pods {
+			p, err := c.client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			nominated[name] = p.Status.NominatedNodeName
+		}
+		for _, n := range nominated {
+			if n == "" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("members' nominated nodes %v: %v", nominated, err)
+	}
+	for name, n := range nominated {
+		if n != nominated[pods[0]] || (n != "r1-a" && n != "r1-b") {
+			t.Errorf("pod %s nominated to %q, want every member on the same node of r1 (%v)", name, n, nominated)
+		}
+	}
 	for _, p := range pods {
 		c.stayUnbound(p, 0)
 	}
