@@ -232,7 +232,7 @@ func (e *Evaluator) EvaluateGroup(ctx context.Context, in GroupInput) (*GroupRep
 	rep := &GroupReport{PodGroup: pg.GetNamespace() + "/" + pg.GetName(), Placements: []PlacementResult{}, Reasons: []string{}}
 	g := &policy.Group{PodGroup: pg, Pods: in.Members}
 
-	placements, reasons, err := e.generate(ctx, g, nodes)
+	placements, reasons, rejection, err := e.generate(ctx, g, nodes)
 	if err != nil {
 		rep.Failures = append(rep.Failures, oneLine(err.Error()))
 		rep.Reasons = []string{oneLine(err.Error())}
@@ -240,7 +240,7 @@ func (e *Evaluator) EvaluateGroup(ctx context.Context, in GroupInput) (*GroupRep
 	}
 	if len(placements) == 0 {
 		rep.Reasons = reasons
-		e.postFilter(ctx, g, nodes, reasons, rep)
+		e.postFilter(ctx, g, nodes, []string{rejection}, rep)
 		return rep, nil
 	}
 	want := need(pg, len(in.Members))
@@ -379,8 +379,9 @@ func memberReason(r *Report) string {
 }
 
 // generate runs the policies' PlacementGenerate as the plugin does: a
-// rejection returns no placement and the reasons; a failure is an error.
-func (e *Evaluator) generate(ctx context.Context, g *policy.Group, nodes []fwk.NodeInfo) ([]policy.Placement, []string, error) {
+// rejection returns no placement, the reasons and the rejection as the
+// plugin hands it to PodGroupPostFilter; a failure is an error.
+func (e *Evaluator) generate(ctx context.Context, g *policy.Group, nodes []fwk.NodeInfo) ([]policy.Placement, []string, string, error) {
 	current := []policy.Placement{{Nodes: nodes}}
 	for i, p := range e.policies {
 		if !p.Implements(abiv1.Point_POINT_PLACEMENT_GENERATE) {
@@ -399,7 +400,7 @@ func (e *Evaluator) generate(ctx context.Context, g *policy.Group, nodes []fwk.N
 					next = append(next, in)
 					continue
 				}
-				return nil, nil, fmt.Errorf("policy %s: placement_generate: %w", p.Name(), err)
+				return nil, nil, "", fmt.Errorf("policy %s: placement_generate: %w", p.Name(), err)
 			}
 			if !s.IsSuccess() {
 				reasons = append(reasons, s.Reasons...)
@@ -413,14 +414,16 @@ func (e *Evaluator) generate(ctx context.Context, g *policy.Group, nodes []fwk.N
 			}
 		}
 		if len(next) == 0 {
+			rejection := fmt.Sprintf("policy %s: %s", p.Name(), strings.Join(reasons, "; "))
 			if len(reasons) == 0 {
 				reasons = []string{fmt.Sprintf("policy %s proposed no placement", p.Name())}
+				rejection = fmt.Sprintf("policy %s proposed no placement for pod group %s/%s", p.Name(), g.PodGroup.GetNamespace(), g.PodGroup.GetName())
 			}
-			return nil, reasons, nil
+			return nil, reasons, rejection, nil
 		}
 		current = next
 	}
-	return current, nil, nil
+	return current, nil, "", nil
 }
 
 // postFilter runs the policies' PodGroupPostFilter, in order, as the

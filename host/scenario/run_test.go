@@ -199,6 +199,16 @@ scenarios:
       selected: ""
       reason: "0/1 placements are available; policy groupprobe: groupprobe: group default/g of 2 pods fits none of 3 nodes"
     failure: ""
+- name: the rejection at PlacementGenerate reaches PodGroupPostFilter
+  policies:
+  - {module: GROUPPROBE, name: groupprobe, settings: {generate: reject, postFilter: reject}}
+  podGroup: {apiVersion: scheduling.k8s.io/v1beta1, kind: PodGroup, metadata: {name: g, namespace: default}, spec: {schedulingPolicy: {gang: {minCount: 2}}}}
+  members: [{metadata: {name: m0}}, {metadata: {name: m1}}]
+  nodes: TESTDATA/nodes.yaml
+  expect:
+    placement:
+      selected: ""
+      reason: "groupprobe: no placement for default/g; policy groupprobe: groupprobe: group default/g of 2 pods fits none of 3 nodes after policy groupprobe: groupprobe: no placement for default/g"
 - name: nominated
   policies:
   - {module: MODULE, name: nodepin, settings: {nodes: [nowhere]}}
@@ -248,7 +258,7 @@ scenarios:
 	if pf := res[0].Group.PostFilter; pf == nil || pf.Code != "Unschedulable" {
 		t.Errorf("post filter %+v, want Unschedulable", pf)
 	}
-	if pf := res[2].Group.PostFilter; pf == nil || pf.Code != "Error" {
+	if pf := res[3].Group.PostFilter; pf == nil || pf.Code != "Error" {
 		t.Errorf("post filter of a trap %+v, want Error", pf)
 	}
 }

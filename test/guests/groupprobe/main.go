@@ -15,12 +15,13 @@ import (
 // settings: RequirePlacement also requires the placement's name, which
 // Kubernetes 1.36's scheduler does not tell. Generate, when set, adds a
 // PlacementGenerate that misbehaves so: "panic" traps, "duplicate" names
-// a node twice in a placement, "many" proposes 300 placements, "error"
-// answers Error. PostFilter, when set, adds a PodGroupPostFilter: "reject"
-// answers Unschedulable with a reason naming the group, its members and
-// the nodes, "unresolvable" UnschedulableAndUnresolvable, "nominate"
-// nominates every member to the first node, "panic" traps, "loop" never
-// returns, "error" answers Error.
+// a node twice in a placement, "many" proposes 300 placements, "reject"
+// rejects the group, "error" answers Error. PostFilter, when set, adds a
+// PodGroupPostFilter: "reject" answers Unschedulable with a reason naming
+// the group, its members, the nodes and the rejection it was handed,
+// "unresolvable" UnschedulableAndUnresolvable, "nominate" nominates every
+// member to the first node, "panic" traps, "loop" never returns, "error"
+// answers Error.
 type settings struct {
 	RequirePlacement bool   `json:"requirePlacement"`
 	Generate         string `json:"generate"`
@@ -37,6 +38,8 @@ func generate(g *guest.Group, parent guest.Placement) ([]guest.Placement, guest.
 		panic("groupprobe: panic in PlacementGenerate")
 	case "duplicate":
 		return []guest.Placement{{Name: "twice", Nodes: []*guest.NodeInfo{parent.Nodes[0], parent.Nodes[0]}}}, guest.OK()
+	case "reject":
+		return nil, guest.Reject("groupprobe: no placement for %s", g.PodGroup.Key())
 	case "many":
 		out := make([]guest.Placement, 300)
 		for i := range out {
