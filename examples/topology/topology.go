@@ -275,6 +275,9 @@ func (p *Policy) Explain(g *guest.Group, f *guest.GroupFailure) ([]guest.Nominat
 		return nil, guest.Status{Code: guest.Unschedulable}
 	}
 	key, want, per := p.key(g), need(g), p.perPod(g)
+	if want == 0 {
+		return nil, guest.Status{Code: guest.Unschedulable}
+	}
 	var fit []string
 	for _, d := range p.domains(key, per, guest.Placement{Nodes: f.Nodes}) {
 		if d.room >= want {

@@ -186,4 +186,6 @@ func TestExplain(t *testing.T) {
 	guesttest.CheckStatus(t, s, guest.Status{Code: guest.Unschedulable})
 	_, s = p.Explain(gang(9, 9), guesttest.Failure(nodes))
 	guesttest.CheckStatus(t, s, guest.Status{Code: guest.Unschedulable})
+	_, s = p.Explain(gang(0, 4), guesttest.Failure(nodes))
+	guesttest.CheckStatus(t, s, guest.Status{Code: guest.Unschedulable})
 }

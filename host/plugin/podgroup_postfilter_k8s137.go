@@ -34,7 +34,10 @@ var _ fwk.PodGroupPostFilterPlugin = &Plugin{}
 // policies judge the snapshot as the failed cycle left it.
 func (pl *Plugin) PodGroupPostFilter(ctx context.Context, state fwk.PodGroupCycleState, info fwk.PodGroupInfo, _ fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
 	runs := pl.placementPolicies(abiv1.Point_POINT_POD_GROUP_POST_FILTER)
-	if len(runs) == 0 {
+	// A composite group (gate CompositePodGroup, alpha) has no PodGroup
+	// object and no pods of its own: the ABI cannot describe it, so its
+	// policies are not asked.
+	if len(runs) == 0 || info == nil || info.GetType() == fwk.CompositePodGroupKeyType {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	if pl.handle == nil || pl.handle.SnapshotSharedLister() == nil {

@@ -109,6 +109,14 @@ func TestPodGroupPostFilter(t *testing.T) {
 			}
 		})
 	}
+	t.Run("composite", func(t *testing.T) {
+		pl := fixedPlugin(load(t, "first", "panic", false))
+		composite := &framework.PodGroupInfo{Namespace: "ml", Name: "job", Type: fwk.CompositePodGroupKeyType}
+		res, s := pl.PodGroupPostFilter(context.Background(), nil, composite, nil)
+		if res != nil || s.Code() != fwk.Unschedulable || len(s.Reasons()) != 0 {
+			t.Errorf("a composite group: %v %v, want Unschedulable without asking the policy", res, s)
+		}
+	})
 	t.Run("none", func(t *testing.T) {
 		res, s := (&Plugin{}).PodGroupPostFilter(context.Background(), nil, info, nil)
 		if res != nil || s.Code() != fwk.Unschedulable || len(s.Reasons()) != 0 {
