@@ -532,6 +532,8 @@ func (in *instance) call(point, n uint32) uint32 {
 		return in.placementScore(n)
 	case abiv1.Point_POINT_NORMALIZE_PLACEMENT_SCORE:
 		return in.normalizePlacementScore(n)
+	case abiv1.Point_POINT_POD_GROUP_POST_FILTER:
+		return in.podGroupPostFilter(n)
 	}
 	if c := in.needCycle(); c != 0 {
 		return c

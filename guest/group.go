@@ -272,3 +272,58 @@ func (in *instance) normalizePlacementScore(n uint32) uint32 {
 	in.result.PlacementScores = m.Scores
 	return uint32(s.Code)
 }
+
+// GroupFailure is what a PodGroupPostFilter knows of a pod-group cycle
+// that found no placement for the group.
+type GroupFailure struct {
+	// Nodes are the nodes of the scheduler's snapshot.
+	Nodes []*NodeInfo
+	// Rejection holds the reasons the policies' PlacementGenerate turned
+	// the group away with in this cycle, if it did.
+	Rejection []string
+}
+
+// Nomination nominates a member of a pod group to a node
+// (PodGroupPostFilter).
+type Nomination struct {
+	Pod  *Pod
+	Node string
+}
+
+// podGroupPostFilter handles wasmsched_call with
+// POINT_POD_GROUP_POST_FILTER.
+func (in *instance) podGroupPostFilter(n uint32) uint32 {
+	var m abiv1.PodGroupPostFilterRequest
+	if err := in.decode(n, &m); err != nil {
+		return in.fail(Error, "decode PodGroupPostFilterRequest: "+err.Error())
+	}
+	f := &GroupFailure{Nodes: make([]*NodeInfo, len(m.GetNodeHandles())), Rejection: m.GetRejection()}
+	for i, h := range m.GetNodeHandles() {
+		node := in.node(uint32(h))
+		if node == nil {
+			return in.unknownNode(uint32(h))
+		}
+		f.Nodes[i] = node
+	}
+	p := in.policy
+	if p.PodGroupPostFilter == nil {
+		return in.fail(Error, "the policy does not implement PodGroupPostFilter")
+	}
+	g := in.decodeGroup(m.GetPodGroup(), m.GetPods())
+	noms, s := p.PodGroupPostFilter(g, f)
+	in.setResult(s)
+	if s.Code != Success {
+		return uint32(s.Code)
+	}
+	members := make(map[*Pod]bool, len(g.Pods))
+	for _, pod := range g.Pods {
+		members[pod] = true
+	}
+	for _, nm := range noms {
+		if nm.Pod == nil || !members[nm.Pod] {
+			return in.fail(Error, "a nomination names a pod that is not one of the group's")
+		}
+		in.result.Nominations = append(in.result.Nominations, &abiv1.Nomination{PodUid: nm.Pod.UID(), NodeName: nm.Node})
+	}
+	return uint32(Success)
+}

@@ -185,3 +185,64 @@ func itoas(v []int32) string {
 	}
 	return strings.Join(s, ",")
 }
+
+// TestPodGroupPostFilter: a policy declares PodGroupPostFilter, sees the
+// group, the snapshot's nodes and the rejection, and answers with reasons
+// or nominations by the members' UIDs; a nomination of a stranger is an
+// error, as is a request naming a node never synced.
+func TestPodGroupPostFilter(t *testing.T) {
+	var seen string
+	inst = &instance{policy: &Policy{Name: "why", PodGroupPostFilter: func(g *Group, f *GroupFailure) ([]Nomination, Status) {
+		var names []string
+		for _, n := range f.Nodes {
+			names = append(names, n.Name())
+		}
+		seen = g.PodGroup.Key() + "|" + strings.Join(names, ",") + "|" + strings.Join(f.Rejection, ";")
+		switch g.PodGroup.Name() {
+		case "nominate":
+			return []Nomination{{Pod: g.Pods[1], Node: f.Nodes[0].Name()}}, OK()
+		case "stranger":
+			return []Nomination{{Pod: &Pod{msg: &abiv1.Pod{Uid: "x"}}, Node: "a1"}}, OK()
+		}
+		return nil, Reject("why: no rack holds %d pods", len(g.Pods))
+	}}}
+	if code := inst.init(sendMsg(t, &abiv1.InitRequest{HostAbiVersion: ABIVersion})); code != uint32(Success) {
+		t.Fatalf("init answered %d", code)
+	}
+	if inst.info.Points != 1<<uint(abiv1.Point_POINT_POD_GROUP_POST_FILTER) {
+		t.Errorf("points %b, want only POINT_POD_GROUP_POST_FILTER", inst.info.Points)
+	}
+	sync := &abiv1.NodeSync{Upserts: []*abiv1.NodeInfo{{Handle: 0, Generation: 1, Node: &abiv1.Node{Name: "a1"}}, {Handle: 1, Generation: 1, Node: &abiv1.Node{Name: "b1"}}}}
+	if code := inst.sync(sendMsg(t, sync)); code != uint32(Success) {
+		t.Fatalf("sync answered %d", code)
+	}
+	pods := []*abiv1.Pod{{Name: "w0", Namespace: "ml", Uid: "u0"}, {Name: "w1", Namespace: "ml", Uid: "u1"}}
+	req := func(name string, handles ...int32) *abiv1.PodGroupPostFilterRequest {
+		return &abiv1.PodGroupPostFilterRequest{PodGroup: &abiv1.PodGroup{Namespace: "ml", Name: name}, Pods: pods, NodeHandles: handles, Rejection: []string{"too big"}}
+	}
+	code, r := callPoint(t, abiv1.Point_POINT_POD_GROUP_POST_FILTER, req("train", 0, 1))
+	if code != Unschedulable || strings.Join(r.Reasons, ";") != "why: no rack holds 2 pods" || len(r.Nominations) != 0 {
+		t.Errorf("PodGroupPostFilter answered %d %v %v", code, r.Reasons, r.Nominations)
+	}
+	if want := "ml/train|a1,b1|too big"; seen != want {
+		t.Errorf("the policy saw %q, want %q", seen, want)
+	}
+	code, r = callPoint(t, abiv1.Point_POINT_POD_GROUP_POST_FILTER, req("nominate", 1, 0))
+	if code != Success || len(r.Nominations) != 1 || r.Nominations[0].PodUid != "u1" || r.Nominations[0].NodeName != "b1" {
+		t.Errorf("PodGroupPostFilter nominating answered %d %v", code, r.Nominations)
+	}
+	code, r = callPoint(t, abiv1.Point_POINT_POD_GROUP_POST_FILTER, req("stranger", 0))
+	if code != Error || r.Reasons[0] != "a nomination names a pod that is not one of the group's" {
+		t.Errorf("nominating a stranger answered %d %v", code, r.Reasons)
+	}
+	code, r = callPoint(t, abiv1.Point_POINT_POD_GROUP_POST_FILTER, req("train", 5))
+	if code != Error || r.Reasons[0] != "node handle 5 was never synced" {
+		t.Errorf("an unsynced node answered %d %v", code, r.Reasons)
+	}
+	inst = &instance{policy: &Policy{Name: "plain", Filter: func(*Cycle, *NodeInfo) Status { return OK() }}}
+	inst.init(sendMsg(t, &abiv1.InitRequest{HostAbiVersion: ABIVersion}))
+	code, r = callPoint(t, abiv1.Point_POINT_POD_GROUP_POST_FILTER, req("train"))
+	if code != Error || r.Reasons[0] != "the policy does not implement PodGroupPostFilter" {
+		t.Errorf("PodGroupPostFilter of a policy without it answered %d %v", code, r.Reasons)
+	}
+}

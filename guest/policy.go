@@ -145,6 +145,18 @@ type Policy struct {
 	// NormalizePlacementScore rewrites, in place, the scores PlacementScore
 	// gave the cycle's feasible placements.
 	NormalizePlacementScore func(g *Group, scores []PlacementScore) Status
+
+	// PodGroupPostFilter runs when a pod-group cycle found no placement
+	// for the whole group. Unschedulable with reasons says why: the
+	// scheduler shows them on every member, which stays pending.
+	// UnschedulableAndUnresolvable also stops the scheduler's later
+	// PodGroupPostFilter plugins (its group preemption among them).
+	// Success says the group can be made to fit: the scheduler nominates
+	// the members the nominations name and tries the group again. f holds
+	// every node of the scheduler's snapshot, current. Kubernetes 1.37 and
+	// later, gate GenericWorkload; the scheduler runs its own
+	// PodGroupPostFilter plugins (preemption) first.
+	PodGroupPostFilter func(g *Group, f *GroupFailure) ([]Nomination, Status)
 }
 
 // Kind names a kind of cluster object by API group, version and resource
@@ -258,6 +270,7 @@ func (p *Policy) points() uint64 {
 	set(p.PlacementGenerate != nil, abiv1.Point_POINT_PLACEMENT_GENERATE)
 	set(p.PlacementScore != nil, abiv1.Point_POINT_PLACEMENT_SCORE)
 	set(p.NormalizePlacementScore != nil, abiv1.Point_POINT_NORMALIZE_PLACEMENT_SCORE)
+	set(p.PodGroupPostFilter != nil, abiv1.Point_POINT_POD_GROUP_POST_FILTER)
 	return b
 }
 

@@ -119,6 +119,14 @@ const (
 	// PlacementScore gave every feasible placement of the cycle
 	// (wasmsched_call with PlacementScoreList; Result.placement_scores).
 	Point_POINT_NORMALIZE_PLACEMENT_SCORE Point = 17
+	// PodGroupPostFilter: the pod-group cycle found no placement for the
+	// whole group (wasmsched_call with PodGroupPostFilterRequest). The guest
+	// says why (Unschedulable with reasons, shown on every member), stops
+	// the scheduler's later PodGroupPostFilter plugins, such as group
+	// preemption (UnschedulableAndUnresolvable), or says the group can be
+	// made to fit, nominating members to nodes (Success with
+	// Result.nominations). Kubernetes 1.37 and later, gate GenericWorkload.
+	Point_POINT_POD_GROUP_POST_FILTER Point = 18
 )
 
 // Enum value maps for Point.
@@ -142,6 +150,7 @@ var (
 		15: "POINT_PLACEMENT_GENERATE",
 		16: "POINT_PLACEMENT_SCORE",
 		17: "POINT_NORMALIZE_PLACEMENT_SCORE",
+		18: "POINT_POD_GROUP_POST_FILTER",
 	}
 	Point_value = map[string]int32{
 		"POINT_UNSPECIFIED":               0,
@@ -162,6 +171,7 @@ var (
 		"POINT_PLACEMENT_GENERATE":        15,
 		"POINT_PLACEMENT_SCORE":           16,
 		"POINT_NORMALIZE_PLACEMENT_SCORE": 17,
+		"POINT_POD_GROUP_POST_FILTER":     18,
 	}
 )
 
@@ -1132,6 +1142,85 @@ func (x *PlacementScoreList) GetScores() []*PlacementScore {
 		return x.Scores
 	}
 	return nil
+}
+
+// PodGroupPostFilterRequest follows a pod-group cycle that found no
+// placement for the group (POINT_POD_GROUP_POST_FILTER). Every node of the
+// scheduler's snapshot is synced to the instance before the call.
+type PodGroupPostFilterRequest struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	PodGroup *PodGroup `protobuf:"bytes,1,opt,name=pod_group,json=podGroup,proto3" json:"pod_group,omitempty"`
+	// The group's pods the cycle tried to place, in the scheduler's order.
+	Pods []*Pod `protobuf:"bytes,2,rep,name=pods,proto3" json:"pods,omitempty"`
+	// The nodes of the snapshot, the cycle's placement candidates.
+	NodeHandles []int32 `protobuf:"varint,3,rep,packed,name=node_handles,json=nodeHandles,proto3" json:"node_handles,omitempty"`
+	// Why the policies' PlacementGenerate turned the group away in this
+	// cycle, when it did (the reasons its members were rejected with).
+	Rejection []string `protobuf:"bytes,4,rep,name=rejection,proto3" json:"rejection,omitempty"`
+}
+
+func (x *PodGroupPostFilterRequest) ProtoReflect() protoreflect.Message {
+	panic(`not implemented`)
+}
+
+func (x *PodGroupPostFilterRequest) GetPodGroup() *PodGroup {
+	if x != nil {
+		return x.PodGroup
+	}
+	return nil
+}
+
+func (x *PodGroupPostFilterRequest) GetPods() []*Pod {
+	if x != nil {
+		return x.Pods
+	}
+	return nil
+}
+
+func (x *PodGroupPostFilterRequest) GetNodeHandles() []int32 {
+	if x != nil {
+		return x.NodeHandles
+	}
+	return nil
+}
+
+func (x *PodGroupPostFilterRequest) GetRejection() []string {
+	if x != nil {
+		return x.Rejection
+	}
+	return nil
+}
+
+// Nomination nominates a member of a pod group to a node
+// (PodGroupPostFilter).
+type Nomination struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	PodUid   string `protobuf:"bytes,1,opt,name=pod_uid,json=podUid,proto3" json:"pod_uid,omitempty"`
+	NodeName string `protobuf:"bytes,2,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+}
+
+func (x *Nomination) ProtoReflect() protoreflect.Message {
+	panic(`not implemented`)
+}
+
+func (x *Nomination) GetPodUid() string {
+	if x != nil {
+		return x.PodUid
+	}
+	return ""
+}
+
+func (x *Nomination) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
 }
 
 type NodeCondition struct {
@@ -2522,6 +2611,10 @@ type Result struct {
 	PlacementScore int64 `protobuf:"varint,12,opt,name=placement_score,json=placementScore,proto3" json:"placement_score,omitempty"`
 	// NormalizePlacementScore: the normalised scores, by placement.
 	PlacementScores []*PlacementScore `protobuf:"bytes,13,rep,name=placement_scores,json=placementScores,proto3" json:"placement_scores,omitempty"`
+	// PodGroupPostFilter with CODE_SUCCESS: members nominated to nodes (the
+	// scheduler sets their status.nominatedNodeName and tries the group
+	// again); each member at most once, on a node of the request.
+	Nominations []*Nomination `protobuf:"bytes,14,rep,name=nominations,proto3" json:"nominations,omitempty"`
 }
 
 func (x *Result) ProtoReflect() protoreflect.Message {
@@ -2619,6 +2712,13 @@ func (x *Result) GetPlacementScores() []*PlacementScore {
 	return nil
 }
 
+func (x *Result) GetNominations() []*Nomination {
+	if x != nil {
+		return x.Nominations
+	}
+	return nil
+}
+
 // Policy is the interface a guest exports. The protoc-gen-go-plugin
 // annotation below makes this file the interface definition; wasmsched uses
 // only the generated message code. The exports are plain functions over
@@ -2653,4 +2753,6 @@ type Policy interface {
 	PlacementScore(context.Context, *PlacementScoreRequest) (*Result, error)
 	// wasmsched_call with POINT_NORMALIZE_PLACEMENT_SCORE.
 	NormalizePlacementScore(context.Context, *PlacementScoreList) (*Result, error)
+	// wasmsched_call with POINT_POD_GROUP_POST_FILTER.
+	PodGroupPostFilter(context.Context, *PodGroupPostFilterRequest) (*Result, error)
 }

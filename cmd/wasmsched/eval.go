@@ -105,7 +105,8 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	fs.Var(funcFlag{pf.config, &pf.err}, "config", "settings (JSON file) for the preceding --policy")
 	fs.Var(funcFlag{pf.weight, &pf.err}, "weight", "score weight (1..100) for the preceding --policy (default 1)")
 	fs.Var(funcFlag{pf.failurePolicy, &pf.err}, "failure-policy", "Fail or Ignore: what a failure of the preceding --policy does, as the plugin's failurePolicy (default Fail)")
-	podPath := fs.String("pod", "", "the pod to schedule (YAML or JSON)")
+	podPath := fs.String("pod", "", "the pod to schedule (YAML or JSON); with --pod-group, the group's members (one or more Pods, in the order the scheduler tries them)")
+	groupPath := fs.String("pod-group", "", "a PodGroup (scheduling.k8s.io, YAML or JSON): place --pod's pods as this group, in a pod-group cycle")
 	nodesPath := fs.String("nodes", "", "the nodes (multi-document YAML or a List)")
 	podsPath := fs.String("pods", "", "pods already placed (spec.nodeName set), counted toward their nodes and their tenants' usage")
 	objectsPath := fs.String("objects", "", "cluster objects of any kinds (multi-document YAML) for policies that read context; the resource is the lower-case plural of the kind unless annotated "+eval.ResourceAnnotation)
@@ -143,6 +144,9 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	}
 	for i := range pf.specs {
 		pf.specs[i].Engine = cfg
+	}
+	if *groupPath != "" {
+		return runEvalGroup(pf.specs, *groupPath, *podPath, *nodesPath, *podsPath, *objectsPath, *output, stdout, stderr)
 	}
 	var in eval.Input
 	if in.Pod, err = eval.ReadPod(*podPath); err != nil {

@@ -68,7 +68,7 @@ func TestGuideEvalFlags(t *testing.T) {
 	if !ok {
 		t.Fatal(`guest/README.md has no "Useful flags:" list`)
 	}
-	for _, flag := range []string{"--policy", "--config", "--weight", "--failure-policy", "--pods", "--objects", "-o json"} {
+	for _, flag := range []string{"--policy", "--config", "--weight", "--failure-policy", "--pods", "--objects", "--pod-group", "-o json"} {
 		if !strings.Contains(list, "`"+flag) {
 			t.Errorf("the guide's list of eval flags lacks %s:\n%s", flag, list)
 		}

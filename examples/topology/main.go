@@ -28,6 +28,9 @@ func init() {
 		},
 		PlacementScore:          func(g *guest.Group, p *guest.PlacementAssignment) (int64, guest.Status) { return policy.Score(g, p) },
 		NormalizePlacementScore: func(g *guest.Group, scores []guest.PlacementScore) guest.Status { return policy.Normalize(g, scores) },
+		PodGroupPostFilter: func(g *guest.Group, f *guest.GroupFailure) ([]guest.Nomination, guest.Status) {
+			return policy.Explain(g, f)
+		},
 	})
 }
 

@@ -261,3 +261,33 @@ func (p *Policy) Normalize(_ *guest.Group, scores []guest.PlacementScore) guest.
 	}
 	return guest.OK()
 }
+
+// Explain is PodGroupPostFilter (Kubernetes 1.37): the group's cycle found
+// no placement. When Generate turned the group away, its members already
+// carry the reason: nothing is added. Otherwise every domain with room was
+// tried and members were turned away on its nodes, by the scheduler's
+// plugins or other policies (taints, other resources, affinity); Explain
+// names those domains, so that the members' status says more than "0/N
+// placements are available". It nominates nobody: the policy evicts
+// nothing.
+func (p *Policy) Explain(g *guest.Group, f *guest.GroupFailure) ([]guest.Nomination, guest.Status) {
+	if len(f.Rejection) > 0 {
+		return nil, guest.Status{Code: guest.Unschedulable}
+	}
+	key, want, per := p.key(g), need(g), p.perPod(g)
+	if want == 0 {
+		return nil, guest.Status{Code: guest.Unschedulable}
+	}
+	var fit []string
+	for _, d := range p.domains(key, per, guest.Placement{Nodes: f.Nodes}) {
+		if d.room >= want {
+			fit = append(fit, d.value)
+		}
+	}
+	if len(fit) == 0 {
+		return nil, guest.Status{Code: guest.Unschedulable}
+	}
+	slices.Sort(fit)
+	return nil, guest.Reject("%s: %s fit in none of the %d %s domains with room for %d pods%s (%s): members were turned away on their nodes",
+		Name, groupKey(g), len(fit), key, want, p.sized(per), strings.Join(fit, ", "))
+}

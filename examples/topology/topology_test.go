@@ -170,3 +170,22 @@ func TestGenerateJoinsRunningMembers(t *testing.T) {
 		t.Errorf("placements %s, want %s", got, want)
 	}
 }
+
+// Explain names the domains that had room when members were turned away
+// there, and adds nothing when Generate already said why or no domain had
+// room.
+func TestExplain(t *testing.T) {
+	p, _ := New(DefaultSettings())
+	nodes := cluster().Nodes
+	noms, s := p.Explain(gang(4, 4), guesttest.Failure(nodes))
+	want := guest.Reject("topology: gang ml/train fit in none of the 2 nvidia.com/gpu.clique domains with room for 4 pods × 4 nvidia.com/gpu (a, b): members were turned away on their nodes")
+	if len(noms) != 0 || !guesttest.CheckStatus(t, s, want) {
+		t.Errorf("nominations %v", noms)
+	}
+	_, s = p.Explain(gang(4, 4), guesttest.Failure(nodes, "topology: no room"))
+	guesttest.CheckStatus(t, s, guest.Status{Code: guest.Unschedulable})
+	_, s = p.Explain(gang(9, 9), guesttest.Failure(nodes))
+	guesttest.CheckStatus(t, s, guest.Status{Code: guest.Unschedulable})
+	_, s = p.Explain(gang(0, 4), guesttest.Failure(nodes))
+	guesttest.CheckStatus(t, s, guest.Status{Code: guest.Unschedulable})
+}

@@ -51,3 +51,20 @@ func (g *PodGroupWrapper) Obj() *guest.PodGroup {
 	_ = m.UnmarshalVT(b)
 	return guest.NewPodGroup(m)
 }
+
+// Failure is what a PodGroupPostFilter receives after a pod-group cycle
+// found no placement: the scheduler's nodes and, if the policies'
+// PlacementGenerate turned the group away, its reasons.
+func Failure(nodes []*guest.NodeInfo, rejection ...string) *guest.GroupFailure {
+	return &guest.GroupFailure{Nodes: nodes, Rejection: rejection}
+}
+
+// Nominated returns a PodGroupPostFilter's nominations as pod name ->
+// node, for comparing with what a test expects.
+func Nominated(ns []guest.Nomination) map[string]string {
+	out := make(map[string]string, len(ns))
+	for _, n := range ns {
+		out[n.Pod.Name()] = n.Node
+	}
+	return out
+}

@@ -531,6 +531,7 @@ var pointNames = map[abiv1.Point]string{
 	abiv1.Point_POINT_PLACEMENT_GENERATE:        "placement_generate",
 	abiv1.Point_POINT_PLACEMENT_SCORE:           "placement_score",
 	abiv1.Point_POINT_NORMALIZE_PLACEMENT_SCORE: "normalize_placement_score",
+	abiv1.Point_POINT_POD_GROUP_POST_FILTER:     "pod_group_post_filter",
 }
 
 // PointName returns the snake_case name of an extension point.

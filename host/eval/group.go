@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
@@ -39,6 +40,20 @@ type GroupReport struct {
 	Assignments map[string]string `json:"assignments,omitempty"`
 	Reasons     []string          `json:"reasons"`
 	Failures    []string          `json:"failures,omitempty"`
+	// PostFilter is what the policies' PodGroupPostFilter said of a group
+	// that fits no placement; nil when none exports it or a placement
+	// was chosen. Its reasons are also among Reasons.
+	PostFilter *GroupPostFilter `json:"postFilter,omitempty"`
+}
+
+// GroupPostFilter is the policies' PodGroupPostFilter verdict on a group
+// that fits no placement: Unschedulable (with the reasons of each policy),
+// UnschedulableAndUnresolvable, Success (the group can be made to fit,
+// Nominated the node of each member nominated, by pod name) or Error.
+type GroupPostFilter struct {
+	Code      string            `json:"code"`
+	Reasons   []string          `json:"reasons"`
+	Nominated map[string]string `json:"nominated,omitempty"`
 }
 
 // PlacementResult is what a placement gave.
@@ -130,6 +145,36 @@ func PodGroupFromObject(u *unstructured.Unstructured) (*abiv1.PodGroup, error) {
 	return m, nil
 }
 
+// CheckMembers checks a pod group's members as the scheduler would have
+// them: in the PodGroup's namespace, each named once, none naming another
+// group (spec.schedulingGroup); a member without a UID gets one
+// (uid-<namespace>-<name>), since placement calls name members by UID.
+func CheckMembers(pg *abiv1.PodGroup, members []*v1.Pod) error {
+	if len(members) == 0 {
+		return fmt.Errorf("no member pods")
+	}
+	seen := map[string]bool{}
+	for _, m := range members {
+		if m.Namespace == "" {
+			m.Namespace = "default"
+		}
+		switch {
+		case m.Namespace != pg.GetNamespace():
+			return fmt.Errorf("pod %s is in namespace %s, the PodGroup %s in %s", m.Name, m.Namespace, pg.GetName(), pg.GetNamespace())
+		case seen[m.Name]:
+			return fmt.Errorf("pod %s is listed twice", m.Name)
+		}
+		if name := convert.PodGroupName(m); name != "" && name != pg.GetName() {
+			return fmt.Errorf("pod %s belongs to PodGroup %s (spec.schedulingGroup), not %s", m.Name, name, pg.GetName())
+		}
+		seen[m.Name] = true
+		if m.UID == "" {
+			m.UID = types.UID("uid-" + m.Namespace + "-" + m.Name)
+		}
+	}
+	return nil
+}
+
 // number reads an integer as JSON or YAML decoding leaves it.
 func number(v any) (int64, bool) {
 	switch n := v.(type) {
@@ -187,7 +232,7 @@ func (e *Evaluator) EvaluateGroup(ctx context.Context, in GroupInput) (*GroupRep
 	rep := &GroupReport{PodGroup: pg.GetNamespace() + "/" + pg.GetName(), Placements: []PlacementResult{}, Reasons: []string{}}
 	g := &policy.Group{PodGroup: pg, Pods: in.Members}
 
-	placements, reasons, err := e.generate(ctx, g, nodes)
+	placements, reasons, rejection, err := e.generate(ctx, g, nodes)
 	if err != nil {
 		rep.Failures = append(rep.Failures, oneLine(err.Error()))
 		rep.Reasons = []string{oneLine(err.Error())}
@@ -195,6 +240,7 @@ func (e *Evaluator) EvaluateGroup(ctx context.Context, in GroupInput) (*GroupRep
 	}
 	if len(placements) == 0 {
 		rep.Reasons = reasons
+		e.postFilter(ctx, g, nodes, []string{rejection}, rep)
 		return rep, nil
 	}
 	want := need(pg, len(in.Members))
@@ -241,6 +287,7 @@ func (e *Evaluator) EvaluateGroup(ctx context.Context, in GroupInput) (*GroupRep
 	}
 	if len(feasible) == 0 {
 		rep.Reasons = []string{fmt.Sprintf("0/%d placements are available", len(placements))}
+		e.postFilter(ctx, g, nodes, nil, rep)
 		return rep, nil
 	}
 	best := feasible[0]
@@ -332,8 +379,9 @@ func memberReason(r *Report) string {
 }
 
 // generate runs the policies' PlacementGenerate as the plugin does: a
-// rejection returns no placement and the reasons; a failure is an error.
-func (e *Evaluator) generate(ctx context.Context, g *policy.Group, nodes []fwk.NodeInfo) ([]policy.Placement, []string, error) {
+// rejection returns no placement, the reasons and the rejection as the
+// plugin hands it to PodGroupPostFilter; a failure is an error.
+func (e *Evaluator) generate(ctx context.Context, g *policy.Group, nodes []fwk.NodeInfo) ([]policy.Placement, []string, string, error) {
 	current := []policy.Placement{{Nodes: nodes}}
 	for i, p := range e.policies {
 		if !p.Implements(abiv1.Point_POINT_PLACEMENT_GENERATE) {
@@ -352,7 +400,7 @@ func (e *Evaluator) generate(ctx context.Context, g *policy.Group, nodes []fwk.N
 					next = append(next, in)
 					continue
 				}
-				return nil, nil, fmt.Errorf("policy %s: placement_generate: %w", p.Name(), err)
+				return nil, nil, "", fmt.Errorf("policy %s: placement_generate: %w", p.Name(), err)
 			}
 			if !s.IsSuccess() {
 				reasons = append(reasons, s.Reasons...)
@@ -366,14 +414,69 @@ func (e *Evaluator) generate(ctx context.Context, g *policy.Group, nodes []fwk.N
 			}
 		}
 		if len(next) == 0 {
+			rejection := fmt.Sprintf("policy %s: %s", p.Name(), strings.Join(reasons, "; "))
 			if len(reasons) == 0 {
 				reasons = []string{fmt.Sprintf("policy %s proposed no placement", p.Name())}
+				rejection = fmt.Sprintf("policy %s proposed no placement for pod group %s/%s", p.Name(), g.PodGroup.GetNamespace(), g.PodGroup.GetName())
 			}
-			return nil, reasons, nil
+			return nil, reasons, rejection, nil
 		}
 		current = next
 	}
-	return current, nil, nil
+	return current, nil, "", nil
+}
+
+// postFilter runs the policies' PodGroupPostFilter, in order, as the
+// plugin does on Kubernetes 1.37 after a pod-group cycle found no
+// placement (eval runs no preemption, which the scheduler tries first):
+// Unschedulable adds the policy's reasons and lets the next speak;
+// UnschedulableAndUnresolvable and Success end there; a failure is the
+// verdict Error, or is passed over under failurePolicy Ignore. rejection
+// is the policies' rejection at PlacementGenerate, if any.
+func (e *Evaluator) postFilter(ctx context.Context, g *policy.Group, nodes []fwk.NodeInfo, rejection []string, rep *GroupReport) {
+	var pf *GroupPostFilter
+	for i, p := range e.policies {
+		if !p.Implements(abiv1.Point_POINT_POD_GROUP_POST_FILTER) {
+			continue
+		}
+		if pf == nil {
+			pf = &GroupPostFilter{Code: "Unschedulable", Reasons: []string{}}
+			rep.PostFilter = pf
+		}
+		noms, s, err := p.PodGroupPostFilter(ctx, g, nodes, rejection)
+		if err == nil && s.Code == abiv1.Code_CODE_ERROR {
+			err = fmt.Errorf("policy %s: pod_group_post_filter: %s", p.Name(), strings.Join(s.Reasons, "; "))
+		}
+		if err != nil {
+			if e.specs[i].FailurePolicy == FailurePolicyIgnore {
+				continue
+			}
+			msg := oneLine(err.Error())
+			pf.Code, pf.Reasons, pf.Nominated = "Error", []string{msg}, nil
+			rep.Failures = append(rep.Failures, msg)
+			rep.Reasons = append(rep.Reasons, msg)
+			return
+		}
+		for _, r := range s.Reasons {
+			said := fmt.Sprintf("policy %s: %s", p.Name(), r)
+			pf.Reasons = append(pf.Reasons, said)
+			rep.Reasons = append(rep.Reasons, said)
+		}
+		switch s.Code {
+		case abiv1.Code_CODE_SUCCESS:
+			pf.Code = "Success"
+			for _, n := range noms {
+				if pf.Nominated == nil {
+					pf.Nominated = map[string]string{}
+				}
+				pf.Nominated[n.Pod.Name] = n.Node
+			}
+			return
+		case abiv1.Code_CODE_UNSCHEDULABLE_AND_UNRESOLVABLE:
+			pf.Code = "UnschedulableAndUnresolvable"
+			return
+		}
+	}
 }
 
 // scorePlacements scores the feasible placements as the plugin does.

@@ -178,7 +178,7 @@ func pointList(p *policy.Policy) string {
 			out = append(out, engine.PointName(pt))
 		}
 	}
-	for _, pt := range []abiv1.Point{abiv1.Point_POINT_PLACEMENT_GENERATE, abiv1.Point_POINT_PLACEMENT_SCORE, abiv1.Point_POINT_NORMALIZE_PLACEMENT_SCORE} {
+	for _, pt := range []abiv1.Point{abiv1.Point_POINT_PLACEMENT_GENERATE, abiv1.Point_POINT_PLACEMENT_SCORE, abiv1.Point_POINT_NORMALIZE_PLACEMENT_SCORE, abiv1.Point_POINT_POD_GROUP_POST_FILTER} {
 		if p.Implements(pt) {
 			out = append(out, engine.PointName(pt))
 		}

@@ -235,3 +235,88 @@ func (p *Policy) NormalizePlacementScores(ctx context.Context, g *Group, scores 
 	})
 	return st, err
 }
+
+// Nomination is a member of a pod group nominated to a node.
+type Nomination struct {
+	Pod  *v1.Pod
+	Node string
+}
+
+// PodGroupPostFilter tells the guest that the pod-group cycle found no
+// placement for the group (POINT_POD_GROUP_POST_FILTER), with every node
+// of nodes synced and the policies' own rejection of the group, if any.
+// The guest's verdict comes back as the status; with Success, its
+// nominations. An answer other than Success, Unschedulable,
+// UnschedulableAndUnresolvable or Error, nominations beside a verdict
+// other than Success, or a nomination of a pod outside the group, of a
+// member twice or to a node outside nodes, is an error of the call.
+func (p *Policy) PodGroupPostFilter(ctx context.Context, g *Group, nodes []fwk.NodeInfo, rejection []string) ([]Nomination, Status, error) {
+	const call = "pod_group_post_filter"
+	var (
+		out []Nomination
+		st  Status
+	)
+	err := p.with(ctx, call, func(m *member) error {
+		hs, err := p.syncNodes(m, nodes)
+		if err != nil {
+			return err
+		}
+		code, err := m.in.Call(abiv1.Point_POINT_POD_GROUP_POST_FILTER, engine.Marshal(&abiv1.PodGroupPostFilterRequest{PodGroup: g.PodGroup, Pods: g.pods(), NodeHandles: hs, Rejection: rejection}))
+		if err != nil {
+			return err
+		}
+		r, err := m.in.Result(call)
+		if err != nil {
+			return err
+		}
+		st = Status{Code: code, Reasons: r.GetReasons()}
+		switch code {
+		case abiv1.Code_CODE_SUCCESS:
+		case abiv1.Code_CODE_UNSCHEDULABLE, abiv1.Code_CODE_UNSCHEDULABLE_AND_UNRESOLVABLE, abiv1.Code_CODE_ERROR:
+			if len(r.GetNominations()) > 0 {
+				return p.CallError(call, engine.KindInvalid, fmt.Errorf("pod_group_post_filter answered %s with %d nominations; nominations come with Success only", CodeName(code), len(r.GetNominations())))
+			}
+			return nil
+		default:
+			return p.CallError(call, engine.KindInvalid, fmt.Errorf("pod_group_post_filter answered %s; want Success, Unschedulable, UnschedulableAndUnresolvable or Error", CodeName(code)))
+		}
+		out, err = nominationsOf(r.GetNominations(), g.Pods, nodes)
+		if err != nil {
+			return p.CallError(call, engine.KindInvalid, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, Status{}, err
+	}
+	return out, st, nil
+}
+
+// nominationsOf checks the guest's nominations against the group's pods
+// and the nodes of the call.
+func nominationsOf(ns []*abiv1.Nomination, pods []*v1.Pod, nodes []fwk.NodeInfo) ([]Nomination, error) {
+	byUID := make(map[string]*v1.Pod, len(pods))
+	for _, pod := range pods {
+		byUID[string(pod.UID)] = pod
+	}
+	known := make(map[string]bool, len(nodes))
+	for _, ni := range nodes {
+		known[ni.Node().Name] = true
+	}
+	out := make([]Nomination, 0, len(ns))
+	seen := make(map[string]bool, len(ns))
+	for _, n := range ns {
+		pod := byUID[n.GetPodUid()]
+		switch {
+		case pod == nil:
+			return nil, fmt.Errorf("it nominated pod %q, which is not a member the cycle tried", n.GetPodUid())
+		case seen[n.GetPodUid()]:
+			return nil, fmt.Errorf("it nominated pod %s/%s twice", pod.Namespace, pod.Name)
+		case !known[n.GetNodeName()]:
+			return nil, fmt.Errorf("it nominated pod %s/%s to node %q, which is not a node of the scheduler's snapshot", pod.Namespace, pod.Name, n.GetNodeName())
+		}
+		seen[n.GetPodUid()] = true
+		out = append(out, Nomination{Pod: pod, Node: n.GetNodeName()})
+	}
+	return out, nil
+}

@@ -114,3 +114,29 @@ func TestGeneratePlacementsFaults(t *testing.T) {
 		t.Errorf("error mode: %v %v", s, err)
 	}
 }
+
+// nominationsOf accepts nominations of the cycle's members to the call's
+// nodes and refuses, naming the fault, every other.
+func TestNominationsOf(t *testing.T) {
+	pods := []*v1.Pod{
+		{ObjectMeta: metav1.ObjectMeta{Name: "w0", Namespace: "ml", UID: "u0"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: "ml", UID: "u1"}},
+	}
+	nodes := []fwk.NodeInfo{namedNode("a"), namedNode("b")}
+	got, err := nominationsOf([]*abiv1.Nomination{{PodUid: "u1", NodeName: "b"}, {PodUid: "u0", NodeName: "a"}}, pods, nodes)
+	if err != nil || len(got) != 2 || got[0].Pod != pods[1] || got[0].Node != "b" || got[1].Pod != pods[0] {
+		t.Fatalf("nominationsOf: %v %v", got, err)
+	}
+	for _, c := range []struct {
+		ns   []*abiv1.Nomination
+		want string
+	}{
+		{[]*abiv1.Nomination{{PodUid: "x", NodeName: "a"}}, `it nominated pod "x", which is not a member the cycle tried`},
+		{[]*abiv1.Nomination{{PodUid: "u0", NodeName: "a"}, {PodUid: "u0", NodeName: "b"}}, `it nominated pod ml/w0 twice`},
+		{[]*abiv1.Nomination{{PodUid: "u1", NodeName: "z"}}, `it nominated pod ml/w1 to node "z", which is not a node of the scheduler's snapshot`},
+	} {
+		if _, err := nominationsOf(c.ns, pods, nodes); err == nil || err.Error() != c.want {
+			t.Errorf("nominationsOf: %v, want %q", err, c.want)
+		}
+	}
+}

@@ -23,6 +23,7 @@ import (
 //	    selected: example.com/rack=r1     # "" for none
 //	    assignments: {train-0: r1-a}      # member -> node
 //	    reason: needs 4 pods              # a substring of the reasons
+//	    nominated: {train-0: r1-a}        # PodGroupPostFilter's nominations
 
 // PlacementExpect is what a pod-group scenario states of the placement.
 type PlacementExpect struct {
@@ -32,12 +33,16 @@ type PlacementExpect struct {
 	Assignments map[string]string
 	// Reason is a substring of the group's reasons (why no placement).
 	Reason string
+	// Nominated are the members the policies' PodGroupPostFilter
+	// nominated to nodes, by pod name ("" for none).
+	Nominated map[string]string
 }
 
 type rawPlacementExpect struct {
 	Selected    optional          `json:"selected"`
 	Assignments map[string]string `json:"assignments"`
 	Reason      string            `json:"reason"`
+	Nominated   map[string]string `json:"nominated"`
 }
 
 func (p *parser) placementExpect(raw json.RawMessage) *PlacementExpect {
@@ -45,9 +50,9 @@ func (p *parser) placementExpect(raw json.RawMessage) *PlacementExpect {
 	if !p.decode("expect.placement", raw, &rp) {
 		return nil
 	}
-	pe := &PlacementExpect{Selected: rp.Selected.ptr(), Assignments: rp.Assignments, Reason: rp.Reason}
-	if pe.Selected == nil && len(pe.Assignments) == 0 && pe.Reason == "" {
-		p.fail("expect.placement", "states nothing: give selected, assignments or a reason")
+	pe := &PlacementExpect{Selected: rp.Selected.ptr(), Assignments: rp.Assignments, Reason: rp.Reason, Nominated: rp.Nominated}
+	if pe.Selected == nil && len(pe.Assignments) == 0 && pe.Reason == "" && len(pe.Nominated) == 0 {
+		p.fail("expect.placement", "states nothing: give selected, assignments, a reason or nominated")
 	}
 	return pe
 }
@@ -120,6 +125,15 @@ func CheckGroup(exp Expect, rep *eval.GroupReport) []Mismatch {
 		for _, pod := range slices.Sorted(maps.Keys(pe.Assignments)) {
 			if got := rep.Assignments[pod]; got != pe.Assignments[pod] {
 				add("expect.placement.assignments."+pod, pe.Assignments[pod], orNone(got))
+			}
+		}
+		var nominated map[string]string
+		if rep.PostFilter != nil {
+			nominated = rep.PostFilter.Nominated
+		}
+		for _, pod := range slices.Sorted(maps.Keys(pe.Nominated)) {
+			if got := nominated[pod]; got != pe.Nominated[pod] {
+				add("expect.placement.nominated."+pod, orNone(pe.Nominated[pod]), orNone(got))
 			}
 		}
 		if pe.Reason != "" && !strings.Contains(strings.Join(rep.Reasons, "; "), pe.Reason) {

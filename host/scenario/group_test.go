@@ -42,6 +42,11 @@ func TestReadGroupScenario(t *testing.T) {
 	if len(got) != 2 || got[0].Field != "expect.placement.selected" || got[1].Field != "expect.placement.assignments.m0" {
 		t.Errorf("mismatches %+v", got)
 	}
+	exp := Expect{Placement: &PlacementExpect{Nominated: map[string]string{"m0": "n1", "m1": ""}}}
+	got = CheckGroup(exp, &eval.GroupReport{PostFilter: &eval.GroupPostFilter{Code: "Success", Nominated: map[string]string{"m0": "n2", "m1": "n1"}}})
+	if len(got) != 2 || got[0].Field != "expect.placement.nominated.m0" || got[0].Want != "n1" || got[0].Got != "n2" || got[1].Field != "expect.placement.nominated.m1" || got[1].Want != "none" {
+		t.Errorf("nomination mismatches %+v", got)
+	}
 
 	for _, tc := range []struct{ file, want string }{
 		{head + "- {name: s, pod: pod.yaml, podGroup: group.yaml, members: pod.yaml, nodes: nodes.yaml, expect: {}}",
@@ -51,7 +56,7 @@ func TestReadGroupScenario(t *testing.T) {
 		{head + "- {name: s, podGroup: {apiVersion: scheduling.k8s.io/v1beta1, metadata: {name: g}, spec: {schedulingPolicy: {gang: {minCount: 0}}}}, members: pod.yaml, nodes: nodes.yaml, expect: {}}",
 			`scenario "s": podGroup: PodGroup g: spec.schedulingPolicy.gang.minCount must be a positive integer`},
 		{head + "- {name: s, podGroup: group.yaml, members: pod.yaml, nodes: nodes.yaml, expect: {placement: {}}}",
-			`scenario "s": expect.placement: states nothing: give selected, assignments or a reason`},
+			`scenario "s": expect.placement: states nothing: give selected, assignments, a reason or nominated`},
 	} {
 		files["b.yaml"] = tc.file
 		dir := write(t, files)

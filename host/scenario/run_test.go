@@ -179,3 +179,86 @@ scenarios:
 		t.Errorf("select: %d scenarios", len(got))
 	}
 }
+
+// A group no placement holds gets the reasons of the policies'
+// PodGroupPostFilter (groupprobe's modes), or their nominations; a
+// PodGroupPostFilter that traps or overruns its deadline is a failure
+// with the error among the reasons, unless failurePolicy Ignore.
+func TestRunGroupPostFilter(t *testing.T) {
+	file := strings.ReplaceAll(`
+policies:
+- {module: MODULE, name: nodepin, settings: {nodes: [nowhere]}}
+- {module: GROUPPROBE, name: groupprobe, settings: {postFilter: reject}}
+scenarios:
+- name: every placement rejected, the reason given
+  podGroup: {apiVersion: scheduling.k8s.io/v1beta1, kind: PodGroup, metadata: {name: g, namespace: default}, spec: {schedulingPolicy: {gang: {minCount: 2}}}}
+  members: [{metadata: {name: m0}}, {metadata: {name: m1}}]
+  nodes: TESTDATA/nodes.yaml
+  expect:
+    placement:
+      selected: ""
+      reason: "0/1 placements are available; policy groupprobe: groupprobe: group default/g of 2 pods fits none of 3 nodes"
+    failure: ""
+- name: the rejection at PlacementGenerate reaches PodGroupPostFilter
+  policies:
+  - {module: GROUPPROBE, name: groupprobe, settings: {generate: reject, postFilter: reject}}
+  podGroup: {apiVersion: scheduling.k8s.io/v1beta1, kind: PodGroup, metadata: {name: g, namespace: default}, spec: {schedulingPolicy: {gang: {minCount: 2}}}}
+  members: [{metadata: {name: m0}}, {metadata: {name: m1}}]
+  nodes: TESTDATA/nodes.yaml
+  expect:
+    placement:
+      selected: ""
+      reason: "groupprobe: no placement for default/g; policy groupprobe: groupprobe: group default/g of 2 pods fits none of 3 nodes after policy groupprobe: groupprobe: no placement for default/g"
+- name: nominated
+  policies:
+  - {module: MODULE, name: nodepin, settings: {nodes: [nowhere]}}
+  - {module: GROUPPROBE, name: groupprobe, settings: {postFilter: nominate}}
+  podGroup: {apiVersion: scheduling.k8s.io/v1beta1, kind: PodGroup, metadata: {name: g, namespace: default}, spec: {schedulingPolicy: {gang: {minCount: 2}}}}
+  members: [{metadata: {name: m0}}, {metadata: {name: m1}}]
+  nodes: TESTDATA/nodes.yaml
+  expect:
+    placement: {selected: "", nominated: {m0: k8s-node1, m1: k8s-node1}}
+- name: a trap
+  policies:
+  - {module: MODULE, name: nodepin, settings: {nodes: [nowhere]}}
+  - {module: GROUPPROBE, name: groupprobe, settings: {postFilter: panic}}
+  podGroup: {apiVersion: scheduling.k8s.io/v1beta1, kind: PodGroup, metadata: {name: g, namespace: default}, spec: {schedulingPolicy: {gang: {minCount: 2}}}}
+  members: [{metadata: {name: m0}}, {metadata: {name: m1}}]
+  nodes: TESTDATA/nodes.yaml
+  expect:
+    placement: {selected: "", reason: "pod_group_post_filter: wasm error: unreachable"}
+    failure: "panic: groupprobe: panic in PodGroupPostFilter"
+- name: a timeout, ignored
+  policies:
+  - {module: MODULE, name: nodepin, settings: {nodes: [nowhere]}}
+  - {module: GROUPPROBE, name: groupprobe, settings: {postFilter: loop}, failurePolicy: Ignore}
+  podGroup: {apiVersion: scheduling.k8s.io/v1beta1, kind: PodGroup, metadata: {name: g, namespace: default}, spec: {schedulingPolicy: {gang: {minCount: 2}}}}
+  members: [{metadata: {name: m0}}, {metadata: {name: m1}}]
+  nodes: TESTDATA/nodes.yaml
+  expect:
+    placement: {selected: "", reason: "0/1 placements are available"}
+    failure: ""
+- name: a timeout
+  policies:
+  - {module: MODULE, name: nodepin, settings: {nodes: [nowhere]}}
+  - {module: GROUPPROBE, name: groupprobe, settings: {postFilter: loop}}
+  podGroup: {apiVersion: scheduling.k8s.io/v1beta1, kind: PodGroup, metadata: {name: g, namespace: default}, spec: {schedulingPolicy: {gang: {minCount: 2}}}}
+  members: [{metadata: {name: m0}}, {metadata: {name: m1}}]
+  nodes: TESTDATA/nodes.yaml
+  expect:
+    placement: {selected: "", reason: "pod_group_post_filter: deadline of 200ms exceeded"}
+    failure: "deadline of 200ms exceeded"
+`, "GROUPPROBE", testwasm.Path(t, "test/guests/groupprobe"))
+	res := run(t, &Runner{}, file)
+	for _, r := range res {
+		if !r.Passed() {
+			t.Errorf("%s: %s", r.Scenario.Name, show(r.Mismatches))
+		}
+	}
+	if pf := res[0].Group.PostFilter; pf == nil || pf.Code != "Unschedulable" {
+		t.Errorf("post filter %+v, want Unschedulable", pf)
+	}
+	if pf := res[3].Group.PostFilter; pf == nil || pf.Code != "Error" {
+		t.Errorf("post filter of a trap %+v, want Error", pf)
+	}
+}

@@ -6,16 +6,26 @@
 // example to copy.
 package main
 
-import "github.com/wasmsched/wasmsched/guest"
+import (
+	"strings"
+
+	"github.com/wasmsched/wasmsched/guest"
+)
 
 // settings: RequirePlacement also requires the placement's name, which
 // Kubernetes 1.36's scheduler does not tell. Generate, when set, adds a
 // PlacementGenerate that misbehaves so: "panic" traps, "duplicate" names
-// a node twice in a placement, "many" proposes 300 placements, "error"
+// a node twice in a placement, "many" proposes 300 placements, "reject"
+// rejects the group, "error" answers Error. PostFilter, when set, adds a
+// PodGroupPostFilter: "reject" answers Unschedulable with a reason naming
+// the group, its members, the nodes and the rejection it was handed,
+// "unresolvable" UnschedulableAndUnresolvable, "nominate" nominates every
+// member to the first node, "panic" traps, "loop" never returns, "error"
 // answers Error.
 type settings struct {
 	RequirePlacement bool   `json:"requirePlacement"`
 	Generate         string `json:"generate"`
+	PostFilter       string `json:"postFilter"`
 }
 
 var s settings
@@ -28,6 +38,8 @@ func generate(g *guest.Group, parent guest.Placement) ([]guest.Placement, guest.
 		panic("groupprobe: panic in PlacementGenerate")
 	case "duplicate":
 		return []guest.Placement{{Name: "twice", Nodes: []*guest.NodeInfo{parent.Nodes[0], parent.Nodes[0]}}}, guest.OK()
+	case "reject":
+		return nil, guest.Reject("groupprobe: no placement for %s", g.PodGroup.Key())
 	case "many":
 		out := make([]guest.Placement, 300)
 		for i := range out {
@@ -36,6 +48,31 @@ func generate(g *guest.Group, parent guest.Placement) ([]guest.Placement, guest.
 		return out, guest.OK()
 	}
 	return nil, guest.Errorf("groupprobe: error in PlacementGenerate")
+}
+
+func postFilter(g *guest.Group, f *guest.GroupFailure) ([]guest.Nomination, guest.Status) {
+	switch s.PostFilter {
+	case "reject":
+		rej := ""
+		if len(f.Rejection) > 0 {
+			rej = " after " + strings.Join(f.Rejection, "; ")
+		}
+		return nil, guest.Reject("groupprobe: group %s of %d pods fits none of %d nodes%s", g.PodGroup.Key(), len(g.Pods), len(f.Nodes), rej)
+	case "unresolvable":
+		return nil, guest.Status{Code: guest.UnschedulableAndUnresolvable, Reasons: []string{"groupprobe: group " + g.PodGroup.Key() + " never fits"}}
+	case "nominate":
+		out := make([]guest.Nomination, len(g.Pods))
+		for i, pod := range g.Pods {
+			out[i] = guest.Nomination{Pod: pod, Node: f.Nodes[0].Name()}
+		}
+		return out, guest.OK()
+	case "panic":
+		panic("groupprobe: panic in PodGroupPostFilter")
+	case "loop":
+		for {
+		}
+	}
+	return nil, guest.Errorf("groupprobe: error in PodGroupPostFilter")
 }
 
 func init() {
@@ -47,6 +84,9 @@ func init() {
 			}
 			if s.Generate != "" {
 				p.PlacementGenerate = generate
+			}
+			if s.PostFilter != "" {
+				p.PodGroupPostFilter = postFilter
 			}
 			return nil
 		},
