@@ -200,7 +200,9 @@ func (s *crdStore) fetch(ctx context.Context, _ string, m api.Module) (source.Ve
 func (s *crdStore) resolve(ctx context.Context, _ string, m api.Module) (source.OCIResolution, error) {
 	var keychain func(context.Context) (authn.Keychain, error)
 	if m.PullSecret != "" {
-		keychain = func(ctx context.Context) (authn.Keychain, error) { return pullSecret(ctx, s.kube, s.namespace, m.PullSecret) }
+		keychain = func(ctx context.Context) (authn.Keychain, error) {
+			return pullSecret(ctx, s.kube, s.namespace, m.PullSecret)
+		}
 	}
 	return s.oci.resolve(ctx, m.OCI, m.SHA256, keychain)
 }

@@ -444,7 +444,9 @@ func (s *staticStore) pinTag(ctx context.Context, pa PolicyArgs) (ref, sha256 st
 func (s *staticStore) resolve(ctx context.Context, name string, m api.Module) (source.OCIResolution, error) {
 	var keychain func(context.Context) (authn.Keychain, error)
 	if secret := m.PullSecret; secret != "" {
-		keychain = func(ctx context.Context) (authn.Keychain, error) { return pullSecret(ctx, s.l.opts.Client, s.namespace, secret) }
+		keychain = func(ctx context.Context) (authn.Keychain, error) {
+			return pullSecret(ctx, s.l.opts.Client, s.namespace, secret)
+		}
 	}
 	return s.l.ociFetcher().resolve(ctx, m.OCI, m.SHA256, keychain)
 }
