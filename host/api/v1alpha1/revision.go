@@ -39,6 +39,16 @@ func RevisionOf(spec *SchedulingPolicySpec) Revision {
 	return r
 }
 
+// SpecRevision is the revision sp's spec names, its tag resolved as
+// status.resolved records (still a tag while no resolution matches).
+func SpecRevision(sp *SchedulingPolicy) Revision {
+	r := RevisionOf(&sp.Spec)
+	if sp.Status.Resolved.Matches(&r.Module) {
+		r = r.Resolved(sp.Status.Resolved)
+	}
+	return r
+}
+
 // computeKey hashes what the revision loads: equal keys load the same
 // policy. Settings are compared after compaction (whitespace does not
 // count), quantities by value, the context as a set (its order does not

@@ -76,8 +76,9 @@ type SchedulingPolicySpec struct {
 // of the scheduler's image, or in an OCI registry. The bytes must hash to
 // SHA256 wherever they are.
 type Module struct {
-	// SHA256 is the module's sha256, 64 lower-case hex digits.
-	SHA256 string `json:"sha256"`
+	// SHA256 is the module's sha256, 64 lower-case hex digits. Only a tag
+	// (OCI with AllowTag) may leave it out.
+	SHA256 string `json:"sha256,omitempty"`
 	// URL is an https:// address (http:// only to localhost).
 	URL string `json:"url,omitempty"`
 	// File is an absolute path on the scheduler's file system.
