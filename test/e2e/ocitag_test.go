@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
+	"github.com/wasmsched/wasmsched/host/lifecycle"
 	"github.com/wasmsched/wasmsched/host/source"
 	"github.com/wasmsched/wasmsched/host/trust"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
@@ -207,5 +208,86 @@ func TestSchedulingPolicyFromOCITag(t *testing.T) {
 	c.pod("d")
 	if n := c.waitBound("d", 30*time.Second); n != "n2" {
 		t.Fatalf("pod d on %s, want n2", n)
+	}
+}
+
+// TestStaticPolicyFromOCITag: a static policy naming a tag with allowTag
+// serves the module the tag named when the scheduler first resolved it,
+// recorded in wasmsched-policy-state. The tag moved, a restart serves the
+// same module; a restart with a new resolveToken in the arguments serves
+// the tag's new module.
+func TestStaticPolicyFromOCITag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	t.Setenv("WASMSCHED_CACHE_DIR", t.TempDir())
+	var lie atomic.Value
+	lie.Store("")
+	_, host, caFile, opts := startRegistry(t, &lie)
+	c := startCluster(t, nil)
+	c.namespace(policyNamespace)
+	for _, n := range []string{"n1", "n2"} {
+		c.node(n, nil)
+	}
+	tag := host + "/policies/static:stable"
+	module1 := testwasm.Bytes(t, "examples/nodepin")
+	d1, err := source.PushOCI(context.Background(), tag, module1, nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	static := func(token string) func(cfg map[string]any) {
+		return func(cfg map[string]any) {
+			src := map[string]any{"oci": "oci://" + tag, "allowTag": true}
+			if token != "" {
+				src["resolveToken"] = token
+			}
+			a := pluginArgs(cfg)
+			a["registryCA"] = caFile
+			a["policies"] = []any{map[string]any{"name": "pin", "source": src, "settings": map[string]any{"nodes": []any{"n2"}}}}
+		}
+	}
+	pin := []policy{{Name: "pin", Package: "examples/nodepin"}}
+	restartScheduler(t, c, pin, static(""))
+	c.waitActive("pin", source.Digest(module1), 60*time.Second)
+	st := c.waitStatic("pin", "recording the tag's resolution", func(st api.SchedulingPolicyStatus) bool { return st.Resolved != nil })
+	res1 := *st.Resolved
+	if res1.Tag != "oci://"+tag || res1.Digest != d1.DigestStr() || res1.SHA256 != source.Digest(module1) {
+		t.Fatalf("state.resolved %+v, want %s resolved to %s", res1, tag, d1.DigestStr())
+	}
+	c.pod("a")
+	if n := c.waitBound("a", 30*time.Second); n != "n2" {
+		t.Fatalf("pod a on %s, want n2", n)
+	}
+
+	// The tag moves; a restart serves the digest recorded.
+	module2 := append(append([]byte(nil), module1...), 0x00, 0x05, 0x04, 's', 't', 'a', '2')
+	d2, err := source.PushOCI(context.Background(), tag, module2, nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted := func(token, digest string) {
+		t.Helper()
+		var before time.Time
+		c.waitStatus("pin", time.Second, func(p lifecycle.SlotStatus) bool { before = p.LoadedAt; return true })
+		restartScheduler(t, c, pin, static(token))
+		if last, ok := c.waitStatus("pin", 60*time.Second, func(p lifecycle.SlotStatus) bool {
+			return p.Digest == digest && p.LoadedAt.After(before)
+		}); !ok {
+			t.Fatalf("after the restart, policy pin does not serve %s; status: %s", digest, last)
+		}
+	}
+	restarted("", source.Digest(module1))
+	if st := c.staticState("pin"); st.Resolved == nil || st.Resolved.Digest != d1.DigestStr() || !st.Resolved.ResolvedAt.Equal(&res1.ResolvedAt) {
+		t.Errorf("state.resolved after the restart %+v, want the first resolution", st.Resolved)
+	}
+	c.pod("b")
+	if n := c.waitBound("b", 30*time.Second); n != "n2" {
+		t.Fatalf("pod b on %s, want n2", n)
+	}
+
+	// A new resolve token: resolved again at the restart.
+	restarted("2", source.Digest(module2))
+	if st := c.staticState("pin"); st.Resolved == nil || st.Resolved.Digest != d2.DigestStr() || st.Resolved.ResolveToken != "2" {
+		t.Errorf("state.resolved %+v, want %s for token 2", st.Resolved, d2.DigestStr())
 	}
 }
