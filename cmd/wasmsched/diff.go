@@ -87,7 +87,7 @@ func runDiff(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("read schedulingpolicy %s/%s: %w", c.namespace, name, err)
 	}
-	oldRev := api.RevisionOf(&sp.Spec)
+	oldRev := api.SpecRevision(sp)
 	if sp.Status.Serving != nil {
 		oldRev = *sp.Status.Serving
 	}

@@ -1,7 +1,7 @@
 // Command wasmsched is the policy author's and operator's tool: it
 // evaluates policies offline (eval), runs scenario files against built
 // modules (test), and packs, uploads and inspects policies in a cluster
-// (push, diff, rollback, status: SchedulingPolicies; pack, push
+// (push, diff, rollback, resolve, status: SchedulingPolicies; pack, push
 // --configmaps: ConfigMaps for a static configuration).
 //
 // It must not link the control plane (internal/controlplane: etcd and
@@ -40,6 +40,7 @@ Usage:
   Through an OCI registry (docs/policy-oci.md):
     wasmsched push --oci REGISTRY/REPO:TAG P.wasm [--settings JSON|@FILE] [--registry-ca FILE]
     wasmsched pull REGISTRY/REPO[:TAG|@sha256:...] -o P.wasm [--registry-ca FILE]
+    wasmsched resolve NAME [--namespace NS] [--wait 1m] [--kubeconfig PATH]   (a SchedulingPolicy naming a tag with allowTag: resolve it again)
 
   Signatures (cosign's formats; docs/policy-oci.md):
     wasmsched sign --generate-key --key K.key [--algorithm ecdsa-p256|ed25519]
@@ -95,6 +96,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runStatus(args[1:], stdout, stderr)
 	case "rollback":
 		err = runRollback(args[1:], stdout, stderr)
+	case "resolve":
+		err = runResolve(args[1:], stdout, stderr)
 	case "diff":
 		err = runDiff(args[1:], stdout, stderr)
 	case "explain":

@@ -79,7 +79,7 @@ func policyRow(sp *api.SchedulingPolicy, now time.Time) []string {
 	if !sp.CreationTimestamp.IsZero() {
 		age = duration.HumanDuration(now.Sub(sp.CreationTimestamp.Time))
 	}
-	return []string{sp.Name, mode, api.RevisionOf(&sp.Spec).Key, serving, since, lastGood, ready, reason, age}
+	return []string{sp.Name, mode, api.SpecRevision(sp).Key, serving, since, lastGood, ready, reason, age}
 }
 
 // policyDetails are the lines under a policy's row: what its revisions
@@ -88,7 +88,7 @@ func policyRow(sp *api.SchedulingPolicy, now time.Time) []string {
 func policyDetails(sp *api.SchedulingPolicy, sels selections) []string {
 	st := &sp.Status
 	var out []string
-	spec := api.RevisionOf(&sp.Spec)
+	spec := api.SpecRevision(sp)
 	revs := []struct {
 		role string
 		rev  *api.Revision
@@ -106,6 +106,14 @@ func policyDetails(sp *api.SchedulingPolicy, sels selections) []string {
 			}
 		}
 		out = append(out, fmt.Sprintf("%s %s: %s", strings.Join(roles, ", "), r.rev.Key, describeRevision(r.rev)))
+	}
+	if m := &sp.Spec.Module; m.IsTag() {
+		if res := st.Resolved; res.Matches(m) {
+			out = append(out, fmt.Sprintf("tag %s resolved to %s (module %s) at %s by %s; it loads until the tag or its resolve token changes (wasmsched resolve %s resolves it again)",
+				m.OCI, res.Digest, api.ShortDigest(res.SHA256), res.ResolvedAt.UTC().Format(time.RFC3339), orDash(res.Replica), sp.Name))
+		} else {
+			out = append(out, fmt.Sprintf("tag %s not resolved yet", m.OCI))
+		}
 	}
 	if c := findCondition(st.Conditions, api.ConditionRejected); c != nil && c.Status == metav1.ConditionTrue {
 		out = append(out, fmt.Sprintf("rejected: %s: %s", c.Reason, oneLineMsg(c.Message)))
@@ -146,6 +154,12 @@ const maxSettingsShown = 80
 // context and the limits set.
 func describeRevision(r *api.Revision) string {
 	parts := []string{"module " + api.ShortDigest(r.Module.SHA256)}
+	switch {
+	case r.Module.IsTag() && r.Module.SHA256 == "":
+		parts[0] = "module of tag " + r.Module.OCI
+	case r.Module.ResolvedFrom != "":
+		parts[0] += " (from tag " + r.Module.ResolvedFrom + ")"
+	}
 	settings := "settings none"
 	if len(r.Settings) > 0 {
 		s := oneLineMsg(string(r.Settings))
@@ -185,7 +199,7 @@ type policyReport struct {
 func printPoliciesJSON(w io.Writer, sps []*api.SchedulingPolicy, sels selections) error {
 	out := make([]policyReport, len(sps))
 	for i, sp := range sps {
-		out[i] = policyReport{Name: sp.Name, Namespace: sp.Namespace, SpecRevision: api.RevisionOf(&sp.Spec).Key, Spec: sp.Spec.Module,
+		out[i] = policyReport{Name: sp.Name, Namespace: sp.Namespace, SpecRevision: api.SpecRevision(sp).Key, Spec: sp.Spec.Module,
 			Status: sp.Status, NotSelected: sels.notSelected(sp.Name, sp.Labels)}
 	}
 	return writeJSON(w, out)

@@ -79,7 +79,7 @@ func runRollback(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if target.Module.URL == "" && target.Module.File == "" {
+	if target.Module.URL == "" && target.Module.File == "" && target.Module.OCI == "" {
 		v, err := source.FetchModule(ctx, c.client, c.namespace, target.Module.SHA256)
 		if err != nil {
 			return fmt.Errorf("cannot roll back to module %s, nothing written: %w", target.Module.SHA256, err)
@@ -125,10 +125,13 @@ func runRollback(args []string, stdout, stderr io.Writer) error {
 // rollbackTarget chooses the revision to return to, and says what it is.
 // Its Key is the key of the revision as the spec will name it.
 func rollbackTarget(ctx context.Context, c *cluster, sp *api.SchedulingPolicy, prefix string) (api.Revision, string, error) {
-	current := api.RevisionOf(&sp.Spec).Key
+	current := api.SpecRevision(sp).Key
 	st := &sp.Status
 	entry := func(r api.Revision, label string) (api.Revision, string, error) {
-		spec := api.SchedulingPolicySpec{Module: r.Module, Settings: r.Settings, Timeout: r.Timeout, MemoryLimit: r.MemoryLimit, MaxInstances: r.MaxInstances, Context: r.Context}
+		// A revision resolved from a tag is rolled back to by its digest.
+		m := r.Module
+		m.ResolvedFrom = ""
+		spec := api.SchedulingPolicySpec{Module: m, Settings: r.Settings, Timeout: r.Timeout, MemoryLimit: r.MemoryLimit, MaxInstances: r.MaxInstances, Context: r.Context}
 		rev := api.RevisionOf(&spec)
 		return rev, fmt.Sprintf("%s (%s)", rev.Short(), label), nil
 	}

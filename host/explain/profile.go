@@ -178,7 +178,7 @@ func (c *Client) Revisions(ctx context.Context, prof *Profile, name string) ([]a
 	if sp.Status.Serving != nil {
 		add(*sp.Status.Serving)
 	}
-	add(api.RevisionOf(&sp.Spec))
+	add(api.SpecRevision(sp))
 	if sp.Status.LastGood != nil {
 		add(*sp.Status.LastGood)
 	}

@@ -211,9 +211,19 @@ type Source struct {
 	URL string `json:"url,omitempty"`
 	// OCI is a policy artifact pinned by manifest digest,
 	// oci://REGISTRY/REPO@sha256:<64 hex>, pulled once over HTTPS and
-	// checked against SHA256 (docs/policy-oci.md).
+	// checked against SHA256 (docs/policy-oci.md); or, with AllowTag, a
+	// tag, oci://REGISTRY/REPO:TAG.
 	OCI    string `json:"oci,omitempty"`
 	SHA256 string `json:"sha256,omitempty"`
+	// AllowTag is the explicit opt-in to a tag in OCI: it is resolved to a
+	// manifest digest once, recorded in the policy's state
+	// (wasmsched-policy-state) and that digest is pulled from then on,
+	// across restarts, whatever the tag names later. SHA256 may then be
+	// left out; when set, the tag must name that module.
+	AllowTag bool `json:"allowTag,omitempty"`
+	// ResolveToken: a change to it (a restart with new arguments) resolves
+	// the tag again. Only with a tag.
+	ResolveToken string `json:"resolveToken,omitempty"`
 	// PullSecret is, with OCI, a kubernetes.io/dockerconfigjson Secret in
 	// Args.Namespace with the registry's credentials, read at each pull
 	// (the scheduler needs get on exactly that Secret); empty: anonymous.
@@ -374,6 +384,13 @@ func Validate(a *Args) field.ErrorList {
 					errs = append(errs, field.Invalid(f, pr.Value, detail))
 				}
 			}
+		} else if p.Source.OCI != "" && p.Source.AllowTag && source.IsOCITag(p.Source.OCI) {
+			if _, err := source.ParseOCITagReference(p.Source.OCI); err != nil {
+				errs = append(errs, field.Invalid(path.Child("source", "oci"), p.Source.OCI, fmt.Sprintf("policy %q: %v", p.Name, err)))
+			}
+			if p.Source.SHA256 != "" && !api.ValidSHA256(strings.ToLower(p.Source.SHA256)) {
+				errs = append(errs, field.Invalid(path.Child("source", "sha256"), p.Source.SHA256, fmt.Sprintf("policy %q: the module's sha256 must be 64 hex digits (or left out with a tag)", p.Name)))
+			}
 		} else if p.Source.OCI != "" {
 			if _, err := source.ParseOCIReference(p.Source.OCI); err != nil {
 				errs = append(errs, field.Invalid(path.Child("source", "oci"), p.Source.OCI, fmt.Sprintf("policy %q: %v", p.Name, err)))
@@ -383,6 +400,12 @@ func Validate(a *Args) field.ErrorList {
 			}
 		} else if p.Source.SHA256 != "" {
 			errs = append(errs, field.Invalid(path.Child("source", "sha256"), p.Source.SHA256, "only meaningful with url or oci"))
+		}
+		if p.Source.AllowTag && p.Source.OCI == "" {
+			errs = append(errs, field.Invalid(path.Child("source", "allowTag"), true, fmt.Sprintf("policy %q: only meaningful with oci", p.Name)))
+		}
+		if p.Source.ResolveToken != "" && !(p.Source.AllowTag && source.IsOCITag(p.Source.OCI)) {
+			errs = append(errs, field.Invalid(path.Child("source", "resolveToken"), p.Source.ResolveToken, fmt.Sprintf("policy %q: only meaningful with an oci tag and allowTag", p.Name)))
 		}
 		if p.Source.PullSecret != "" {
 			if p.Source.OCI == "" {

@@ -120,6 +120,9 @@ type ociSource struct {
 	ref, sha256 string
 	// keychain gives the pull secret's credentials (nil: anonymous).
 	keychain func(context.Context) (authn.Keychain, error)
+	// resolve, for a tag (allowTag), gives the pinned reference and module
+	// to fetch (staticStore.pinTag); nil: ref is pinned.
+	resolve func(context.Context) (ref, sha256 string, err error)
 }
 
 func (s ociSource) Run(ctx context.Context, h source.Handlers) {
@@ -128,10 +131,16 @@ func (s ociSource) Run(ctx context.Context, h source.Handlers) {
 	for {
 		var v source.Version
 		var err error
-		if s.keychain != nil {
-			v, err = s.f.fetchWith(ctx, s.ref, s.sha256, s.keychain)
-		} else {
-			v, err = s.f.fetch(ctx, s.ref, s.sha256)
+		ref, sha256 := s.ref, s.sha256
+		if s.resolve != nil {
+			ref, sha256, err = s.resolve(ctx)
+		}
+		switch {
+		case err != nil:
+		case s.keychain != nil:
+			v, err = s.f.fetchWith(ctx, ref, sha256, s.keychain)
+		default:
+			v, err = s.f.fetch(ctx, ref, sha256)
 		}
 		if ctx.Err() != nil {
 			return

@@ -44,7 +44,10 @@ type entry struct {
 	cancel context.CancelFunc
 
 	sp   *api.SchedulingPolicy // the spec acted on
-	want api.Revision          // the spec's revision
+	want api.Revision          // the spec's revision (its tag resolved, once it is)
+	// wantSpec is the key of the revision as the spec names it: want's,
+	// or, for a tag, the unresolved revision's (ocitag.go).
+	wantSpec string
 	// gen counts wanted revisions; a fetch for an older one is dropped.
 	gen int
 	// revs are the revisions handed to the loader, by key (what serves
@@ -138,16 +141,23 @@ func (e *entry) setSpec(sp *api.SchedulingPolicy) (rosterChanged bool) {
 		return rosterChanged // nothing to fetch yet: its source has not reported
 	}
 	rev := api.RevisionOf(&sp.Spec)
+	specKey := rev.Key
+	if sp.Status.Resolved.Matches(&rev.Module) {
+		// The tag was resolved when this revision was created: its digest
+		// is what loads, whatever the tag names now.
+		rev = rev.Resolved(sp.Status.Resolved)
+	}
 	// A fetch that failed is tried again when the store says so (crdStore:
 	// at each resync; the chunks may have been pushed late, the URL may
-	// be back); a spec without a module (a static policy's source failed
-	// or is gone) is looked at again at each report of its source.
-	retry := rev.Key == e.want.Key && e.c.store.refetch(prev, sp) &&
-		(e.failed[rev.Key].kind == api.ReasonFetch || rev.Module.SHA256 == "")
-	if rev.Key == e.want.Key && !retry {
+	// be back, a tag may now resolve); a spec without a module (a static
+	// policy's source failed or is gone) is looked at again at each report
+	// of its source.
+	retry := specKey == e.wantSpec && e.c.store.refetch(prev, sp) &&
+		(e.failed[e.want.Key].kind == api.ReasonFetch || (rev.Module.SHA256 == "" && !rev.Module.IsTag()))
+	if specKey == e.wantSpec && !retry {
 		return rosterChanged
 	}
-	e.want = rev
+	e.want, e.wantSpec = rev, specKey
 	e.gen++
 	delete(e.failed, rev.Key)
 	if !e.slot.hasVersion() {
@@ -160,22 +170,37 @@ func (e *entry) setSpec(sp *api.SchedulingPolicy) (rosterChanged bool) {
 		e.settle()
 		return rosterChanged
 	}
-	if q := quarantineOf(sp, rev.Key); q != nil {
-		e.refuse(rev, api.ReasonQuarantined, fmt.Errorf("revision %s is quarantined: %s (push it again with --force to retry it)", rev.Short(), q.Reason))
+	if rev.Module.IsTag() && !rev.Module.AllowTag {
+		e.refuse(rev, api.ReasonInvalid, fmt.Errorf("oci %s names a tag, not a manifest digest: pin it (REGISTRY/REPO@sha256:...), or opt in with allowTag: true (docs/policy-oci.md)", rev.Module.OCI))
 		return rosterChanged
 	}
 	if err := e.c.checkCeilings(rev); err != nil {
 		e.refuse(rev, api.ReasonInvalid, err)
 		return rosterChanged
 	}
+	e.begin(rev)
+	return rosterChanged
+}
+
+// begin fetches the wanted revision rev unless it is quarantined (a tag
+// is resolved first, and begun again resolved). The caller holds c.mu.
+func (e *entry) begin(rev api.Revision) {
+	sp := e.sp
+	if q := quarantineOf(sp, rev.Key); q != nil {
+		e.refuse(rev, api.ReasonQuarantined, fmt.Errorf("revision %s is quarantined: %s (push it again with --force to retry it)", rev.Short(), q.Reason))
+		return
+	}
 	if e.startup && !e.slot.hasVersion() {
 		if m := e.c.replicaStatus(sp); m != nil && m.Probation != nil && m.Probation.Key == rev.Key && !isLastGood(sp, rev.Key) {
 			e.quarantine(rev, m.Probation)
-			return rosterChanged
+			return
 		}
 	}
+	if rev.Module.IsTag() {
+		e.resolveTag(rev, e.gen)
+		return
+	}
 	e.fetch(rev, e.gen)
-	return rosterChanged
 }
 
 func quarantineOf(sp *api.SchedulingPolicy, key string) *api.Quarantine {

@@ -51,6 +51,8 @@ type store interface {
 	update(ctx context.Context, name string, mutate func(*api.SchedulingPolicy)) error
 	// fetch reads a revision's module, checked against its digest.
 	fetch(ctx context.Context, name string, m api.Module) (source.Version, error)
+	// resolve reads what the OCI tag m names now (ocitag.go).
+	resolve(ctx context.Context, name string, m api.Module) (source.OCIResolution, error)
 	// keep stores the module of a revision that became the last good one
 	// where a restart finds it, if the module's own place may not keep it.
 	keep(rev api.Revision, module []byte) error

@@ -196,6 +196,17 @@ func (s *crdStore) fetch(ctx context.Context, _ string, m api.Module) (source.Ve
 	return source.FetchModule(ctx, s.kube, s.namespace, m.SHA256)
 }
 
+// resolve reads what the tag m names now, with its pull secret.
+func (s *crdStore) resolve(ctx context.Context, _ string, m api.Module) (source.OCIResolution, error) {
+	var keychain func(context.Context) (authn.Keychain, error)
+	if m.PullSecret != "" {
+		keychain = func(ctx context.Context) (authn.Keychain, error) {
+			return pullSecret(ctx, s.kube, s.namespace, m.PullSecret)
+		}
+	}
+	return s.oci.resolve(ctx, m.OCI, m.SHA256, keychain)
+}
+
 // keep: a SchedulingPolicy's modules stay where they are (immutable
 // chunks, which `wasmsched push` keeps while status.lastGood names them;
 // a pinned URL; a file of the image); modules from registries are in the

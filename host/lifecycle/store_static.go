@@ -133,6 +133,9 @@ func (s *staticStore) newSource(pa PolicyArgs) source.Source {
 				return pullSecret(ctx, s.l.opts.Client, s.namespace, secret)
 			}
 		}
+		if pa.Source.AllowTag && source.IsOCITag(pa.Source.OCI) {
+			src.resolve = func(ctx context.Context) (string, string, error) { return s.pinTag(ctx, pa) }
+		}
 		return src
 	}
 	return source.NewFile(pa.Source.File, filePoll)
@@ -410,6 +413,42 @@ func (s *staticStore) eventRef(sp *api.SchedulingPolicy, err error) *v1.ObjectRe
 		}
 	}
 	return &v1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: s.namespace, Name: name, ResourceVersion: rv}
+}
+
+// pinTag is the digest a static policy's tag is pinned to: the one its
+// state records for this tag and resolve token, else the tag resolved now
+// and recorded (ocitag.go).
+func (s *staticStore) pinTag(ctx context.Context, pa PolicyArgs) (ref, sha256 string, err error) {
+	m := api.Module{OCI: pa.Source.OCI, AllowTag: true, ResolveToken: pa.Source.ResolveToken, SHA256: strings.ToLower(pa.Source.SHA256), PullSecret: pa.Source.PullSecret}
+	s.mu.Lock()
+	res := s.byName[pa.Name].status.Resolved.DeepCopy()
+	s.mu.Unlock()
+	if !res.Matches(&m) {
+		r, err := s.resolve(ctx, pa.Name, m)
+		if err != nil {
+			return "", "", err
+		}
+		res = &api.TagResolution{Tag: m.OCI, ResolveToken: m.ResolveToken, Digest: r.Pinned.DigestStr(), SHA256: r.SHA256,
+			ResolvedAt: metav1.Now(), Replica: s.l.replica}
+		if res, err = recordResolution(ctx, s, pa.Name, m, res); err != nil {
+			return "", "", err
+		}
+		s.l.logger.Info("Policy tag resolved: its digest loads until the tag or the resolve token changes", "policy", pa.Name,
+			"oci", m.OCI, "digest", res.Digest, "module", res.SHA256, "resolvedBy", res.Replica)
+	}
+	pinned := api.Revision{Module: m}.Resolved(res).Module
+	return pinned.OCI, pinned.SHA256, nil
+}
+
+// resolve reads what a static policy's tag names now.
+func (s *staticStore) resolve(ctx context.Context, name string, m api.Module) (source.OCIResolution, error) {
+	var keychain func(context.Context) (authn.Keychain, error)
+	if secret := m.PullSecret; secret != "" {
+		keychain = func(ctx context.Context) (authn.Keychain, error) {
+			return pullSecret(ctx, s.l.opts.Client, s.namespace, secret)
+		}
+	}
+	return s.l.ociFetcher().resolve(ctx, m.OCI, m.SHA256, keychain)
 }
 
 // failingSource reports one error and waits.

@@ -101,7 +101,7 @@ func ParseOCIReference(ref string) (name.Digest, error) {
 		return name.Digest{}, fmt.Errorf("oci reference %q: empty", ref)
 	}
 	if !strings.Contains(s, "@") {
-		return name.Digest{}, fmt.Errorf("oci reference %q: not pinned: name the manifest by digest (REGISTRY/REPO@sha256:...; wasmsched push --oci prints it)", ref)
+		return name.Digest{}, fmt.Errorf("oci reference %q: not pinned: name the manifest by digest (REGISTRY/REPO@sha256:...; wasmsched push --oci prints it), or opt in to a tag with allowTag (docs/policy-oci.md)", ref)
 	}
 	d, err := name.NewDigest(s, name.StrictValidation)
 	if err != nil {
@@ -111,6 +111,95 @@ func ParseOCIReference(ref string) (name.Digest, error) {
 		return name.Digest{}, fmt.Errorf("oci reference %q: the manifest digest must be sha256", ref)
 	}
 	return d, nil
+}
+
+// IsOCITag reports whether ref names a tag (oci://REGISTRY/REPO:TAG, or
+// a repository alone, which is its tag "latest") rather than a manifest
+// digest.
+func IsOCITag(ref string) bool {
+	s := strings.TrimPrefix(ref, OCIScheme)
+	return s != "" && !strings.Contains(s, "@")
+}
+
+// ParseOCITagReference reads "oci://REGISTRY/REPO:TAG" (the scheme may be
+// left out), a reference a policy names only with its explicit opt-in
+// (allowTag). The tag must be written out: a repository alone (the
+// implicit "latest") is refused.
+func ParseOCITagReference(ref string) (name.Tag, error) {
+	s := strings.TrimPrefix(ref, OCIScheme)
+	if s == "" {
+		return name.Tag{}, fmt.Errorf("oci reference %q: empty", ref)
+	}
+	if strings.Contains(s, "@") {
+		return name.Tag{}, fmt.Errorf("oci reference %q: names a digest, not a tag", ref)
+	}
+	if i := strings.LastIndex(s, ":"); i < 0 || strings.Contains(s[i:], "/") {
+		return name.Tag{}, fmt.Errorf("oci reference %q: no tag: write the tag out (REGISTRY/REPO:TAG), there is no implicit latest", ref)
+	}
+	t, err := name.NewTag(s, name.StrictValidation)
+	if err != nil {
+		return name.Tag{}, fmt.Errorf("oci reference %q: %w", ref, err)
+	}
+	return t, nil
+}
+
+// OCIResolution is what a tag named when it was resolved: the pinned
+// manifest and the module its one layer holds.
+type OCIResolution struct {
+	Tag    name.Tag
+	Pinned name.Digest
+	// SHA256 is the module's sha256 (the layer's digest).
+	SHA256 string
+}
+
+// ResolveOCITag reads the manifest tag names now and returns it pinned by
+// digest, with the module it holds, after the checks a pull makes of a
+// manifest (a policy artifact, one layer of the module's media type,
+// within the size limits). When sha256 is not empty the layer must be that
+// module: a tag that names another module is refused, naming both. The
+// module's bytes are not read: FetchOCI pulls the pinned reference.
+func ResolveOCITag(ctx context.Context, ref, sha256 string, opts OCIOptions) (OCIResolution, error) {
+	t, err := ParseOCITagReference(ref)
+	if err != nil {
+		return OCIResolution{}, err
+	}
+	if sha256 != "" {
+		if reason := digestProblem(sha256); reason != "" {
+			return OCIResolution{}, &OCIError{Ref: ref, Err: fmt.Errorf("sha256 %q: %s", sha256, reason)}
+		}
+		sha256 = strings.ToLower(sha256)
+	}
+	ctx, cancel := opts.context(ctx)
+	defer cancel()
+	desc, err := remote.Get(t, opts.remote(ctx)...)
+	if err != nil {
+		return OCIResolution{}, &OCIError{Ref: t.String(), Err: fmt.Errorf("resolving the tag: %w", err)}
+	}
+	pinned := t.Context().Digest(desc.Digest.String())
+	if desc.Digest.Algorithm != "sha256" {
+		return OCIResolution{}, &OCIError{Ref: t.String(), Err: fmt.Errorf("the tag names manifest %s: the manifest digest must be sha256", desc.Digest)}
+	}
+	if len(desc.Manifest) > maxOCIManifest {
+		return OCIResolution{}, &OCIError{Ref: pinned.String(), Err: fmt.Errorf("manifest of %d bytes is over the limit of %d", len(desc.Manifest), maxOCIManifest)}
+	}
+	want := sha256
+	if want == "" {
+		m, err := ggcrv1.ParseManifest(bytes.NewReader(desc.Manifest))
+		if err != nil {
+			return OCIResolution{}, &OCIError{Ref: pinned.String(), Err: fmt.Errorf("manifest: %w", err)}
+		}
+		if len(m.Layers) == 1 && m.Layers[0].Digest.Algorithm == "sha256" {
+			want = m.Layers[0].Digest.Hex
+		}
+	}
+	layer, err := checkOCIManifest(desc.MediaType, desc.Manifest, want)
+	if err != nil {
+		if sha256 != "" && layer.Digest.Hex != "" && layer.Digest.Hex != sha256 {
+			err = fmt.Errorf("the tag names manifest %s, whose module is %s, not the module sha256:%s the policy names", desc.Digest, layer.Digest, sha256)
+		}
+		return OCIResolution{}, &OCIError{Ref: t.String(), Err: err}
+	}
+	return OCIResolution{Tag: t, Pinned: pinned, SHA256: layer.Digest.Hex}, nil
 }
 
 // ParseOCIPushReference reads a reference to push to or pull from: a tag

@@ -86,6 +86,11 @@ func TestCRD(t *testing.T) {
 	} else if len(sp.Spec.Context) != 3 || sp.Spec.Context[1] != "scheduling.x-k8s.io/v1alpha1/elasticquotas" {
 		t.Errorf("context %q, want the list as applied", sp.Spec.Context)
 	}
+	if sp, err := create("tagged", "  module: {oci: 'oci://r.example:5000/p/gpu:v3', allowTag: true, resolveToken: '1'}\n"); err != nil {
+		t.Errorf("a tag with allowTag refused: %v", err)
+	} else if !sp.Spec.Module.AllowTag || sp.Spec.Module.SHA256 != "" || !sp.Spec.Module.IsTag() {
+		t.Errorf("tagged module %+v", sp.Spec.Module)
+	}
 	if _, err := create("shadow", "  module: {sha256: "+digest+", url: 'http://localhost:8080/q.wasm'}\n  mode: Shadow\n  shadows: quota\n"); err != nil {
 		t.Errorf("shadow refused: %v", err)
 	}
@@ -95,7 +100,12 @@ func TestCRD(t *testing.T) {
 		{"no-module", "  weight: 2\n", "spec.module: Required value"},
 		{"both", "  module: {sha256: " + digest + ", url: 'https://x/y', file: /a}\n", "set at most one of url, file and oci"},
 		{"url-oci", "  module: {sha256: " + digest + ", url: 'https://x/y', oci: 'oci://r.example/p@sha256:" + digest + "'}\n", "set at most one of url, file and oci"},
-		{"oci-tag", "  module: {sha256: " + digest + ", oci: 'oci://r.example/p:v1'}\n", "spec.module.oci"},
+		{"oci-tag", "  module: {sha256: " + digest + ", oci: 'oci://r.example/p:v1'}\n", "oci names a tag, not a manifest digest: pin it"},
+		{"oci-tag-nosum", "  module: {oci: 'oci://r.example/p:v1', allowTag: false}\n", "or opt in with allowTag: true"},
+		{"no-sha256", "  module: {url: 'https://x/y'}\n", "sha256 is needed (only an oci tag with allowTag may leave it out"},
+		{"token-pinned", "  module: {sha256: " + digest + ", oci: 'oci://r.example/p@sha256:" + digest + "', resolveToken: '1'}\n", "resolveToken is only meaningful with an oci tag"},
+		{"allowtag-alone", "  module: {sha256: " + digest + ", allowTag: true}\n", "allowTag is only meaningful with oci"},
+		{"oci-latest", "  module: {oci: 'oci://r.example/p', allowTag: true}\n", "spec.module.oci"},
 		{"plain-http", "  module: {sha256: " + digest + ", url: 'http://example.com/p.wasm'}\n", "must be https://"},
 		{"relative", "  module: {sha256: " + digest + ", file: a.wasm}\n", "must be an absolute path"},
 		{"mode", "  module: {sha256: " + digest + "}\n  mode: Audit\n", `Unsupported value: "Audit"`},
@@ -203,6 +213,38 @@ func TestRevisionKey(t *testing.T) {
 	if r.Verify() == nil {
 		t.Error("a revision whose content changed still verifies")
 	}
+	// A tag: the opt-in and the resolve token are part of the revision
+	// until it is resolved; resolved, it is the revision of a spec naming
+	// the digest it resolved to.
+	tag := &api.SchedulingPolicySpec{Module: api.Module{OCI: "oci://r.example:5000/p/gpu:v3", AllowTag: true}}
+	tr := api.RevisionOf(tag)
+	tag.Module.ResolveToken = "2"
+	if tr2 := api.RevisionOf(tag); tr2.Key == tr.Key {
+		t.Error("the resolve token did not change the key of a tag's revision")
+	}
+	if tr.Short() != "oci://r.example:5000/p/gpu:v3" {
+		t.Errorf("short name of an unresolved tag %q", tr.Short())
+	}
+	manifest := "sha256:" + strings.Repeat("e", 64)
+	res := &api.TagResolution{Tag: tag.Module.OCI, ResolveToken: "2", Digest: manifest, SHA256: digest}
+	if !res.Matches(&tag.Module) {
+		t.Fatal("a resolution of the tag and token does not match")
+	}
+	resolved := api.RevisionOf(tag).Resolved(res)
+	pinned := api.RevisionOf(&api.SchedulingPolicySpec{Module: api.Module{SHA256: digest, OCI: "oci://r.example:5000/p/gpu@" + manifest}})
+	if resolved.Key != pinned.Key || resolved.Verify() != nil || resolved.Module.OCI != pinned.Module.OCI || resolved.Module.ResolvedFrom != tag.Module.OCI || resolved.Module.AllowTag {
+		t.Errorf("resolved %+v (key %s), want the pinned revision's key %s, its tag in resolvedFrom", resolved.Module, resolved.Key, pinned.Key)
+	}
+	for what, m := range map[string]api.Module{
+		"another token": {OCI: tag.Module.OCI, AllowTag: true, ResolveToken: "3"},
+		"another tag":   {OCI: "oci://r.example:5000/p/gpu:v4", AllowTag: true, ResolveToken: "2"},
+		"another pin":   {OCI: tag.Module.OCI, AllowTag: true, ResolveToken: "2", SHA256: strings.Repeat("f", 64)},
+		"a digest":      {OCI: "oci://r.example:5000/p/gpu@" + manifest, SHA256: digest},
+	} {
+		if res.Matches(&m) {
+			t.Errorf("the resolution matches %s", what)
+		}
+	}
 	if got := api.ModuleName(digest); got != "wasm-0123456789abcdef0123456789abcdef01234567" || !api.IsModuleName(got) {
 		t.Errorf("ModuleName = %q", got)
 	}
@@ -213,7 +255,7 @@ func docPolicies(t *testing.T) map[string][]byte {
 	t.Helper()
 	out := map[string][]byte{}
 	root := filepath.Join("..", "..", "..")
-	for _, f := range []string{"docs/operators-guide.md", "docs/policy-configmaps.md", "README.md"} {
+	for _, f := range []string{"docs/operators-guide.md", "docs/policy-configmaps.md", "docs/policy-oci.md", "README.md"} {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
 			t.Fatal(err)

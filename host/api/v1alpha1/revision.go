@@ -39,6 +39,16 @@ func RevisionOf(spec *SchedulingPolicySpec) Revision {
 	return r
 }
 
+// SpecRevision is the revision sp's spec names, its tag resolved as
+// status.resolved records (still a tag while no resolution matches).
+func SpecRevision(sp *SchedulingPolicy) Revision {
+	r := RevisionOf(&sp.Spec)
+	if sp.Status.Resolved.Matches(&r.Module) {
+		r = r.Resolved(sp.Status.Resolved)
+	}
+	return r
+}
+
 // computeKey hashes what the revision loads: equal keys load the same
 // policy. Settings are compared after compaction (whitespace does not
 // count), quantities by value, the context as a set (its order does not
@@ -49,6 +59,13 @@ func (r *Revision) computeKey() string {
 	fmt.Fprintf(h, "sha256=%s\nurl=%s\nfile=%s\n", r.Module.SHA256, r.Module.URL, r.Module.File)
 	if r.Module.OCI != "" {
 		fmt.Fprintf(h, "oci=%s\n", r.Module.OCI)
+	}
+	if r.Module.IsTag() {
+		// What a tag names is decided when it is resolved: the opt-in and
+		// the resolve token are part of the unresolved revision. A resolved
+		// revision hashes as the pinned reference it resolved to, so that
+		// it is the same revision as a spec naming that digest.
+		fmt.Fprintf(h, "allowTag=%t\nresolve=%s\n", r.Module.AllowTag, r.Module.ResolveToken)
 	}
 	if r.Timeout != nil {
 		fmt.Fprintf(h, "timeout=%d\n", r.Timeout.Duration)
@@ -75,10 +92,47 @@ func (r *Revision) Verify() error {
 	return nil
 }
 
+// IsTag reports whether the module names an OCI tag (not yet resolved to
+// a digest) rather than a manifest digest.
+func (m *Module) IsTag() bool {
+	s := strings.TrimPrefix(m.OCI, "oci://")
+	return s != "" && !strings.Contains(s, "@")
+}
+
+// Matches reports whether res is the resolution of the tag m names: the
+// same tag and resolve token, and the module m pins, if it pins one.
+func (res *TagResolution) Matches(m *Module) bool {
+	return res != nil && m.IsTag() && res.Tag == m.OCI && res.ResolveToken == m.ResolveToken &&
+		(m.SHA256 == "" || m.SHA256 == res.SHA256) && ValidSHA256(res.SHA256) &&
+		strings.HasPrefix(res.Digest, "sha256:") && ValidSHA256(strings.TrimPrefix(res.Digest, "sha256:"))
+}
+
+// Resolved is the revision r (which names a tag) with the tag resolved as
+// res says: its module pinned by manifest digest and module sha256, the
+// tag kept in ResolvedFrom.
+func (r Revision) Resolved(res *TagResolution) Revision {
+	out := *r.DeepCopy()
+	out.Module = Module{SHA256: res.SHA256, OCI: tagRepository(r.Module.OCI) + "@" + res.Digest, PullSecret: r.Module.PullSecret, ResolvedFrom: r.Module.OCI}
+	out.Key = out.computeKey()
+	return out
+}
+
+// tagRepository is a tag reference without its tag (oci://REGISTRY/REPO).
+func tagRepository(ref string) string {
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		return ref[:i]
+	}
+	return ref
+}
+
 // Short is a revision's name in messages: the module digest's first 12
-// digits, and the key when settings or limits are set.
+// digits (or, for a tag not yet resolved, the tag), and the key when
+// settings or limits are set.
 func (r *Revision) Short() string {
 	d := ShortDigest(r.Module.SHA256)
+	if r.Module.IsTag() && r.Module.SHA256 == "" {
+		d = r.Module.OCI
+	}
 	if len(r.Settings) == 0 && r.Timeout == nil && r.MemoryLimit == nil && r.MaxInstances == 0 && len(r.Context) == 0 {
 		return d
 	}

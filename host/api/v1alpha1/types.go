@@ -76,17 +76,35 @@ type SchedulingPolicySpec struct {
 // of the scheduler's image, or in an OCI registry. The bytes must hash to
 // SHA256 wherever they are.
 type Module struct {
-	// SHA256 is the module's sha256, 64 lower-case hex digits.
-	SHA256 string `json:"sha256"`
+	// SHA256 is the module's sha256, 64 lower-case hex digits. Only a tag
+	// (OCI with AllowTag) may leave it out.
+	SHA256 string `json:"sha256,omitempty"`
 	// URL is an https:// address (http:// only to localhost).
 	URL string `json:"url,omitempty"`
 	// File is an absolute path on the scheduler's file system.
 	File string `json:"file,omitempty"`
 	// OCI is a policy artifact in an OCI registry pinned by manifest
 	// digest, oci://REGISTRY/REPO@sha256:<64 hex> (`wasmsched push --oci`
-	// prints it; docs/policy-oci.md). Pulled over HTTPS, then kept in the
+	// prints it; docs/policy-oci.md), or, with AllowTag, a tag,
+	// oci://REGISTRY/REPO:TAG. Pulled over HTTPS, then kept in the
 	// scheduler's module cache by SHA256.
 	OCI string `json:"oci,omitempty"`
+	// AllowTag is the explicit opt-in to a tag in OCI. The scheduler
+	// resolves the tag to a manifest digest once, when the spec first
+	// names it (or its ResolveToken changes), records the digest in
+	// status.resolved and pulls that digest from then on, across restarts,
+	// whatever the tag names later. SHA256 may then be left out (the
+	// module is the resolved manifest's layer); when set, the tag must
+	// name that module.
+	AllowTag bool `json:"allowTag,omitempty"`
+	// ResolveToken: any change to it resolves the tag again
+	// (`wasmsched resolve` sets it to the current time), as a new
+	// revision. Only with a tag.
+	ResolveToken string `json:"resolveToken,omitempty"`
+	// ResolvedFrom is written by the scheduler, never in a spec: on a
+	// revision in status whose OCI digest was resolved from a tag, the tag
+	// reference the spec named.
+	ResolvedFrom string `json:"resolvedFrom,omitempty"`
 	// PullSecret is a kubernetes.io/dockerconfigjson Secret in the
 	// policy's namespace holding the registry's credentials for OCI (the
 	// scheduler needs get on exactly that Secret); empty: anonymous.
@@ -134,6 +152,10 @@ type SchedulingPolicyStatus struct {
 	// until the spec names another revision and back, or `wasmsched push
 	// --force` clears them.
 	Quarantined []Quarantine `json:"quarantined,omitempty"`
+	// Resolved is the tag of spec.module.oci (with allowTag) resolved to a
+	// manifest digest: what every replica pulls while the spec names that
+	// tag and resolve token, whatever the tag names later.
+	Resolved *TagResolution `json:"resolved,omitempty"`
 	// Conditions: Ready (the spec's revision serves) and Rejected (the
 	// spec's revision was refused; the message is the latest reason).
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
@@ -151,6 +173,21 @@ type Revision struct {
 	MemoryLimit  *resource.Quantity `json:"memoryLimit,omitempty"`
 	MaxInstances int32              `json:"maxInstances,omitempty"`
 	Context      []string           `json:"context,omitempty"`
+}
+
+// TagResolution is a tag resolved to a digest when a revision named it.
+type TagResolution struct {
+	// Tag and ResolveToken are spec.module.oci and resolveToken as they
+	// were when the tag was resolved.
+	Tag          string `json:"tag"`
+	ResolveToken string `json:"resolveToken,omitempty"`
+	// Digest is the manifest digest the tag named (sha256:<64 hex>), and
+	// SHA256 the module its layer holds.
+	Digest string `json:"digest"`
+	SHA256 string `json:"sha256"`
+	// ResolvedAt is when, and Replica which scheduler replica resolved it.
+	ResolvedAt metav1.Time `json:"resolvedAt"`
+	Replica    string      `json:"replica,omitempty"`
 }
 
 // HistoryEntry is a revision that passed probation, and when.
