@@ -42,6 +42,12 @@ type staticStore struct {
 	mu       sync.Mutex
 	policies []*staticPolicy // in the arguments' order
 	byName   map[string]*staticPolicy
+
+	// updates serialises update: each reads a policy's status, changes it
+	// and remembers the result, and two at once would lose one's change
+	// (a tag's resolution overwritten by a status write that read before
+	// it).
+	updates sync.Mutex
 }
 
 // staticPolicy is one policy's spec and state. Guarded by the store's mu.
@@ -260,6 +266,8 @@ func (s *staticStore) ceilings() *Ceilings { return nil }
 // mutate change it and writes it back if it changed; without a client the
 // state lives in memory only.
 func (s *staticStore) update(ctx context.Context, name string, mutate func(*api.SchedulingPolicy)) error {
+	s.updates.Lock()
+	defer s.updates.Unlock()
 	client := s.l.opts.Client
 	apply := func(st *api.SchedulingPolicyStatus) (*api.SchedulingPolicyStatus, bool) {
 		s.mu.Lock()
