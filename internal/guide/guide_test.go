@@ -157,8 +157,12 @@ func TestREADMEEval(t *testing.T) {
 	if err := os.Symlink(testwasm.CLI(t), filepath.Join(work, "bin", "wasmsched")); err != nil {
 		t.Fatal(err)
 	}
-	goCommand(t, root, []string{"GOOS=wasip1", "GOARCH=wasm"}, "build", "-buildmode=c-shared", "-trimpath", "-ldflags=-s -w",
-		"-o", filepath.Join(work, "bin", "policies", "nodepin.wasm"), "./examples/nodepin")
+	// The examples the guide's eval commands name (the pod-group one
+	// composes gpu and topology).
+	for _, name := range []string{"nodepin", "gpu", "topology"} {
+		goCommand(t, root, []string{"GOOS=wasip1", "GOARCH=wasm"}, "build", "-buildmode=c-shared", "-trimpath", "-ldflags=-s -w",
+			"-o", filepath.Join(work, "bin", "policies", name+".wasm"), "./examples/"+name)
+	}
 	if err := os.Symlink(filepath.Join(root, "examples"), filepath.Join(work, "examples")); err != nil {
 		t.Fatal(err)
 	}
