@@ -357,10 +357,10 @@ fuzz-long:
 PERF_OUT   ?= $(BIN)/perf
 PERF_FLAGS ?=
 bench: $(TOOLS)/etcd
-	$(MAKE) --no-print-directory perf PERF_SET=quick PERF_WORKLOADS="gpu churn" PERF_TIMEOUT=30m PERF_ROUNDS=$(or $(ROUNDS),2)
+	$(MAKE) --no-print-directory perf PERF_SET=quick PERF_WORKLOADS="gpu churn gang" PERF_TIMEOUT=30m PERF_ROUNDS=$(or $(ROUNDS),2)
 
 bench-full: $(TOOLS)/etcd
-	$(MAKE) --no-print-directory perf PERF_SET=full PERF_FILTER=full,-slow PERF_WORKLOADS="gpu basic quota churn" PERF_TIMEOUT=60m PERF_ROUNDS=$(or $(ROUNDS),1)
+	$(MAKE) --no-print-directory perf PERF_SET=full PERF_FILTER=full,-slow PERF_WORKLOADS="gpu basic quota churn gang" PERF_TIMEOUT=60m PERF_ROUNDS=$(or $(ROUNDS),1)
 
 bench-huge: $(TOOLS)/etcd
 	$(MAKE) --no-print-directory perf PERF_SET=huge PERF_FILTER=huge PERF_WORKLOADS=gpu PERF_TIMEOUT=180m PERF_ROUNDS=$(or $(ROUNDS),1)
