@@ -78,8 +78,8 @@ func (g gangCounts) placement(profile string) string {
 	if profile == "default" {
 		by = " (upstream's built-in placement)"
 	}
-	return fmt.Sprintf("placement%s: %d of %d gangs whole, %d split, %d partly bound, %d pods bound twice (%d bindings); %d gangs in small cliques, %d in large; %d large cliques left empty",
-		by, g.Placed, g.Gangs, g.Split, g.Partial, g.BoundTwice, g.Bindings, g.InSmall, g.InLarge, g.LargeFree)
+	return fmt.Sprintf("placement%s: %d of %d gangs whole, %d split, %d partly bound, %d pods bound twice (%d bindings); %d gangs in small cliques, %d in large; %d small cliques with room left, %d large cliques left empty",
+		by, g.Placed, g.Gangs, g.Split, g.Partial, g.BoundTwice, g.Bindings, g.InSmall, g.InLarge, g.SmallWithRoom, g.LargeFree)
 }
 
 // counters are the scheduler's counters test/perf records (counters_test.go).
