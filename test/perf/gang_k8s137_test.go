@@ -9,5 +9,8 @@ import frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 // framework has the placement points TopologyNative implements.
 const gangAvailable = true
 
+// gangNativeName is the Gang workload's native twin.
+const gangNativeName = TopologyNativeName
+
 // gangPlugins are the Gang workload's native plugins.
 var gangPlugins = frameworkruntime.Registry{TopologyNativeName: NewTopologyNative}

@@ -8,4 +8,6 @@ import frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 // the Gang workload is left out.
 const gangAvailable = false
 
+const gangNativeName = ""
+
 var gangPlugins = frameworkruntime.Registry{}

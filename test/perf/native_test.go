@@ -184,7 +184,7 @@ func TestConfig(t *testing.T) {
 	}
 	if gangAvailable {
 		ps[0].Families[familyGang] = schedulerSetup{}
-		ps[1].Families[familyGang] = schedulerSetup{Plugin: TopologyNativeName, Args: gangSettings, NoTopologyGenerator: true}
+		ps[1].Families[familyGang] = schedulerSetup{Plugin: gangNativeName, Args: gangSettings, NoTopologyGenerator: true}
 		ps[2].Families[familyGang] = schedulerSetup{Plugin: "WasmPolicy", Policy: "topology", Wasm: "/x/topology.wasm", Settings: gangSettings, NoTopologyGenerator: true}
 	}
 	data, err := os.ReadFile(config(t, t.TempDir(), ps))

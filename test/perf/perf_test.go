@@ -101,7 +101,7 @@ func profiles(b *testing.B) []profile {
 		// default is upstream's built-in placement: the workload turns the
 		// gates on, TopologyPlacementGenerator and PodGroupPodsCount run.
 		ps[0].Families[familyGang] = schedulerSetup{}
-		ps[1].Families[familyGang] = schedulerSetup{Plugin: TopologyNativeName, Args: gangSettings, NoTopologyGenerator: true}
+		ps[1].Families[familyGang] = schedulerSetup{Plugin: gangNativeName, Args: gangSettings, NoTopologyGenerator: true}
 	}
 	wasm := func(name string, path func(testing.TB, string) string) {
 		if !selected(name) {
