@@ -520,7 +520,7 @@ var workloads = template.Must(template.New("workloads").Parse(`
     params: {largeNodes: 320, smallNodes: 180, gangSize: 8, initGangs: 40, gangs: 20}
   - name: 5000Nodes
     labels: [performance, full]
-    params: {largeNodes: 3200, smallNodes: 1800, gangSize: 8, initGangs: 200, gangs: 50}
+    params: {largeNodes: 3200, smallNodes: 1800, gangSize: 8, initGangs: 50, gangs: 20}
 {{- end}}
 {{- range .QuotaCases}}
 - name: Quota_{{.Case}}
