@@ -346,10 +346,12 @@ fuzz-long:
 
 ## bench: scheduler_perf, 500 nodes, every profile (default scheduler, native
 ## gpu plugin, gpu policy through WasmPolicy built with Go and, when `make
-## tinygo` installed it, TinyGo), two rounds, the GPU mix and Churn (pending
-## GPU pods, batching and requeues under churn); one line per profile, the
-## batching and requeue lines and the ratios. Results and logs in bin/perf/quick.
-## bench-full: the 5000-node workloads (gpu, basic, quota, churn), one round (bin/perf/full),
+## tinygo` installed it, TinyGo), two rounds, the GPU mix, Churn (pending
+## GPU pods, batching and requeues under churn) and Gang (gangs in NVLink
+## cliques, Kubernetes 1.37: default is upstream's built-in placement, the
+## others the topology rules); one line per profile, the batching, requeue
+## and gang placement lines and the ratios. Results and logs in bin/perf/quick.
+## bench-full: the 5000-node workloads (gpu, basic, quota, churn, gang), one round (bin/perf/full),
 ## every profile, TinyGo included (a case labelled slow would be left out; none is).
 ## bench-huge: the GPU mix at 15 000 nodes (bin/perf/huge), every profile, one round; not in CI.
 ## ROUNDS overrides the rounds; PERF_FLAGS adds test binary flags
@@ -357,10 +359,10 @@ fuzz-long:
 PERF_OUT   ?= $(BIN)/perf
 PERF_FLAGS ?=
 bench: $(TOOLS)/etcd
-	$(MAKE) --no-print-directory perf PERF_SET=quick PERF_WORKLOADS="gpu churn" PERF_TIMEOUT=30m PERF_ROUNDS=$(or $(ROUNDS),2)
+	$(MAKE) --no-print-directory perf PERF_SET=quick PERF_WORKLOADS="gpu churn gang" PERF_TIMEOUT=30m PERF_ROUNDS=$(or $(ROUNDS),2)
 
 bench-full: $(TOOLS)/etcd
-	$(MAKE) --no-print-directory perf PERF_SET=full PERF_FILTER=full,-slow PERF_WORKLOADS="gpu basic quota churn" PERF_TIMEOUT=60m PERF_ROUNDS=$(or $(ROUNDS),1)
+	$(MAKE) --no-print-directory perf PERF_SET=full PERF_FILTER=full,-slow PERF_WORKLOADS="gpu basic quota churn gang" PERF_TIMEOUT=60m PERF_ROUNDS=$(or $(ROUNDS),1)
 
 bench-huge: $(TOOLS)/etcd
 	$(MAKE) --no-print-directory perf PERF_SET=huge PERF_FILTER=huge PERF_WORKLOADS=gpu PERF_TIMEOUT=180m PERF_ROUNDS=$(or $(ROUNDS),1)

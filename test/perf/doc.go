@@ -16,9 +16,17 @@
 // host/clusterctx.Usage), the WASM profiles run examples/quota, all with
 // the quotas of the workload in settings.
 //
+// The Gang workload (Kubernetes 1.37, GenericWorkload and
+// TopologyAwareWorkloadScheduling on) places gangs within NVLink cliques:
+// default is upstream's built-in placement (TopologyPlacementGenerator,
+// PodGroupPodsCount); native adds TopologyNative (examples/topology as a Go
+// placement plugin), the WASM profiles run examples/topology; both disable
+// TopologyPlacementGenerator. Every run checks that each gang is placed
+// whole within one clique and no pod is bound twice.
+//
 // The package holds only the native twins and benchmark code; nothing here
 // is shipped. `make bench` and `make bench-full` run it and print a summary
 // with test/perf/report; docs/benchmarks.md explains the workloads and results.
-// Plain `go test` runs only the cheap TestNativeTwin, TestNativeQuotaTwin and
-// the configuration's tests, never a benchmark.
+// Plain `go test` runs only the cheap TestNativeTwin, TestNativeQuotaTwin,
+// TestNativeTopologyTwin and the configuration's tests, never a benchmark.
 package perf

@@ -182,14 +182,20 @@ func TestConfig(t *testing.T) {
 			familyQuota: {Plugin: "WasmPolicy", Policy: "quota", Wasm: "/x/quota.wasm", Settings: quotaSettings},
 		}},
 	}
+	if gangAvailable {
+		ps[0].Families[familyGang] = schedulerSetup{}
+		ps[1].Families[familyGang] = schedulerSetup{Plugin: gangNativeName, Args: gangSettings, NoTopologyGenerator: true}
+		ps[2].Families[familyGang] = schedulerSetup{Plugin: "WasmPolicy", Policy: "topology", Wasm: "/x/topology.wasm", Settings: gangSettings, NoTopologyGenerator: true}
+	}
 	data, err := os.ReadFile(config(t, t.TempDir(), ps))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var cases []struct {
-		Name                string   `json:"name"`
-		Labels              []string `json:"labels"`
-		SchedulerConfigPath string   `json:"schedulerConfigPath"`
+		Name                string          `json:"name"`
+		Labels              []string        `json:"labels"`
+		FeatureGates        map[string]bool `json:"featureGates"`
+		SchedulerConfigPath string          `json:"schedulerConfigPath"`
 		Workloads           []struct {
 			Name string `json:"name"`
 		} `json:"workloads"`
@@ -209,11 +215,18 @@ func TestConfig(t *testing.T) {
 			t.Errorf("%s: scheduler config %v, %d workloads, labels %v", c.Name, err, len(c.Workloads), c.Labels)
 		}
 		checkSchedulerConfig(t, c.Name, c.SchedulerConfigPath)
+		gang := strings.HasPrefix(c.Name, "Gang_")
+		if gates := c.FeatureGates; gang != (gates["GenericWorkload"] && gates["TopologyAwareWorkloadScheduling"]) {
+			t.Errorf("%s: feature gates %v", c.Name, gates)
+		}
 	}
 	want := []string{"GPU_default", "GPU_native", "GPU_wasm-go", "GPU_wasm-go_2", "GPU_native_2", "GPU_default_2",
 		"Basic_default", "Basic_native", "Basic_wasm-go", "Basic_wasm-go_2", "Basic_native_2", "Basic_default_2",
 		"Churn_default", "Churn_native", "Churn_wasm-go", "Churn_wasm-go_2", "Churn_native_2", "Churn_default_2",
 		"Quota_default", "Quota_native", "Quota_wasm-go", "Quota_wasm-go_2", "Quota_native_2", "Quota_default_2"}
+	if gangAvailable {
+		want = slices.Insert(want, 18, "Gang_default", "Gang_native", "Gang_wasm-go", "Gang_wasm-go_2", "Gang_native_2", "Gang_default_2")
+	}
 	if !slices.Equal(names, want) {
 		t.Fatalf("test cases %v, want %v", names, want)
 	}
@@ -249,11 +262,24 @@ func checkSchedulerConfig(t *testing.T, name, path string) {
 		t.Errorf("%s: plugin config %v, want PodTopologySpread first with defaultingType List", name, pc)
 		return
 	}
-	if !strings.HasPrefix(name, "Quota_") || strings.HasPrefix(name, "Quota_default") {
+	// Under the topology rules the scheduler's own placement generator is
+	// off (it asks only the first); under default it is upstream's.
+	if strings.HasPrefix(name, "Gang_") {
+		plugins, _ := json.Marshal(cfg.Profiles[0].Plugins)
+		disabled := strings.Contains(string(plugins), `"disabled":[{"name":"TopologyPlacementGenerator"}]`)
+		if disabled == strings.HasPrefix(name, "Gang_default") {
+			t.Errorf("%s: plugins %s: TopologyPlacementGenerator disabled %v", name, plugins, disabled)
+		}
+	}
+	settings := quotaSettings
+	switch {
+	case strings.HasPrefix(name, "Gang_") && !strings.HasPrefix(name, "Gang_default"):
+		settings = gangSettings
+	case !strings.HasPrefix(name, "Quota_") || strings.HasPrefix(name, "Quota_default"):
 		return
 	}
 	var want map[string]any
-	if err := json.Unmarshal([]byte(quotaSettings), &want); err != nil {
+	if err := json.Unmarshal([]byte(settings), &want); err != nil {
 		t.Fatal(err)
 	}
 	pc = pc[1:]
@@ -265,7 +291,7 @@ func checkSchedulerConfig(t *testing.T, name, path string) {
 		got = got["policies"].([]any)[0].(map[string]any)["settings"].(map[string]any)
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("%s: quota settings %v, want %v", name, got, want)
+		t.Errorf("%s: settings %v, want %v", name, got, want)
 	}
 }
 
@@ -279,13 +305,14 @@ func TestSelected(t *testing.T) {
 		"quick,gpu,wasm-go":   {"wasm-go", familyGPU},
 		"full,basic,wasm-go":  {"wasm-go", familyGPU},
 		"quick,churn,native":  {"native", familyGPU},
-		"full,-slow":          {"default", "native", "wasm-go", "wasm-tinygo", familyGPU, familyQuota},
-		"full,-wasm-tinygo":   {"default", "native", "wasm-go", familyGPU, familyQuota},
+		"quick,gang,wasm-go":  {"wasm-go", familyGang},
+		"full,-slow":          {"default", "native", "wasm-go", "wasm-tinygo", familyGPU, familyQuota, familyGang},
+		"full,-wasm-tinygo":   {"default", "native", "wasm-go", familyGPU, familyQuota, familyGang},
 		"quick,+quota,-basic": {"default", "native", "wasm-go", "wasm-tinygo", familyQuota},
 	} {
 		perf.PerfSchedulingLabelFilter = filter
 		var got []string
-		for _, name := range []string{"default", "native", "wasm-go", "wasm-tinygo", familyGPU, familyQuota} {
+		for _, name := range []string{"default", "native", "wasm-go", "wasm-tinygo", familyGPU, familyQuota, familyGang} {
 			if selected(name) {
 				got = append(got, name)
 			}

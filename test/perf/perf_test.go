@@ -68,6 +68,10 @@ type schedulerSetup struct {
 	// 23: batching on in every profile); results before it ran without
 	// batching.
 	Batchable bool
+	// NoTopologyGenerator disables the scheduler's TopologyPlacementGenerator:
+	// the scheduler asks only the first placement generator of a profile,
+	// and the profile's plugin generates the placements.
+	NoTopologyGenerator bool
 }
 
 // The families of workloads: GPU and Basic run the gpu rules, Quota the
@@ -77,6 +81,9 @@ const (
 	familyQuota = "quota"
 	// familyChurn is the gpu family with batching possible (Batchable).
 	familyChurn = "churn"
+	// familyGang runs the topology rules on gangs (gang_perf_test.go),
+	// Kubernetes 1.37 only (gangAvailable).
+	familyGang = "gang"
 )
 
 // profiles returns the profiles to run; wasm-tinygo only when TinyGo can
@@ -85,9 +92,16 @@ const (
 // families the label filter can select.
 func profiles(b *testing.B) []profile {
 	gpu, quota := selected(familyGPU), selected(familyQuota) && quotaAvailable(b)
+	gang := gangAvailable && selected(familyGang)
 	ps := []profile{
 		{Name: "default", Families: map[string]schedulerSetup{familyGPU: {}, familyQuota: {}}},
 		{Name: "native", Families: map[string]schedulerSetup{familyGPU: {Plugin: NativeName}, familyQuota: {Plugin: QuotaNativeName, Args: quotaSettings}}},
+	}
+	if gang {
+		// default is upstream's built-in placement: the workload turns the
+		// gates on, TopologyPlacementGenerator and PodGroupPodsCount run.
+		ps[0].Families[familyGang] = schedulerSetup{}
+		ps[1].Families[familyGang] = schedulerSetup{Plugin: gangNativeName, Args: gangSettings, NoTopologyGenerator: true}
 	}
 	wasm := func(name string, path func(testing.TB, string) string) {
 		if !selected(name) {
@@ -99,6 +113,9 @@ func profiles(b *testing.B) []profile {
 		}
 		if quota {
 			p.Families[familyQuota] = schedulerSetup{Plugin: plugin.Name, Policy: "quota", Wasm: path(b, "examples/quota"), Settings: quotaSettings}
+		}
+		if gang {
+			p.Families[familyGang] = schedulerSetup{Plugin: plugin.Name, Policy: "topology", Wasm: path(b, "examples/topology"), Settings: gangSettings, NoTopologyGenerator: true}
 		}
 		ps = append(ps, p)
 	}
@@ -116,7 +133,7 @@ func profiles(b *testing.B) []profile {
 // excludes the label, nor when it requires another label of the same kind
 // (gpu, basic and churn are all the gpu family).
 func selected(name string) bool {
-	kinds := [][]string{{"default", "native", "wasm-go", "wasm-tinygo"}, {familyGPU, "basic", familyChurn, familyQuota}}
+	kinds := [][]string{{"default", "native", "wasm-go", "wasm-tinygo"}, {familyGPU, "basic", familyChurn, familyQuota, familyGang}}
 	for _, l := range strings.Split(perf.PerfSchedulingLabelFilter, ",") {
 		if l == "-"+name {
 			return false
@@ -196,7 +213,7 @@ func config(b testing.TB, dir string, ps []profile) string {
 			if r > 1 {
 				name += fmt.Sprintf("_%d", r)
 			}
-			for _, family := range []string{familyGPU, familyQuota} {
+			for _, family := range []string{familyGPU, familyQuota, familyGang} {
 				if _, ok := p.Families[family]; ok {
 					cases[family] = append(cases[family], map[string]string{"Case": name, "Profile": p.Name,
 						"SchedulerConfig": filepath.Join(dir, family+"-"+p.Name+".yaml")})
@@ -210,9 +227,9 @@ func config(b testing.TB, dir string, ps []profile) string {
 	}
 	var buf bytes.Buffer
 	if err := workloads.Execute(&buf, map[string]any{
-		"Testdata": testdata, "Cases": cases[familyGPU], "QuotaCases": cases[familyQuota], "ChurnCases": cases[familyChurn],
+		"Testdata": testdata, "Cases": cases[familyGPU], "QuotaCases": cases[familyQuota], "ChurnCases": cases[familyChurn], "GangCases": cases[familyGang],
 		"Rounds": make([]struct{}, 10), "Tenants": quotaTenants, "OverTenant": quotaOverTenant,
-		"ChurnRounds": churnRounds(10), "ChurnNamespaces": churnNamespaces,
+		"ChurnRounds": churnRounds(10), "ChurnNamespaces": churnNamespaces, "GangRounds": gangRounds(10), "GangInit": gangInit,
 	}); err != nil {
 		b.Fatal(err)
 	}
@@ -232,6 +249,10 @@ profiles:
     multiPoint:
       enabled:
       - name: {{.Plugin}}
+{{- if .NoTopologyGenerator}}
+      disabled:
+      - name: TopologyPlacementGenerator
+{{- end}}
 {{- end}}
 {{- if or .Args .Wasm .Batchable}}
   pluginConfig:
@@ -295,6 +316,18 @@ profiles:
 //     event, whether to retry the pending ones. Under the default profile
 //     the H100 pods are placed on the A100s: it knows no product rule.
 //     The report reads the batching and requeue counters (counters_test.go).
+//   - Gang: gangs of GPU pods placed within one NVLink domain
+//     (nvidia.com/gpu.clique), Kubernetes 1.37 with GenericWorkload and
+//     TopologyAwareWorkloadScheduling on (gang_perf_test.go). Nodes of 8
+//     GPUs in large cliques (16 nodes) and small ones (4 nodes); PodGroups
+//     of 8 one-GPU pods (gang, minCount 8, topology constraint on the
+//     clique label) arrive in ten rounds after the initial gangs. Under
+//     default, upstream's built-in placement (TopologyPlacementGenerator,
+//     PodGroupPodsCount) places them; native and the WASM profiles run the
+//     topology rules (examples/topology) with the built-in generator
+//     disabled. Every profile must place every gang whole within one
+//     clique, none split, no pod bound twice; the topology rules must
+//     also keep to the small cliques while one has room (checkGang).
 //
 // Every createPods sets signatureBatchSize beyond its count: scheduler_perf
 // otherwise labels each pod "signature: signature-label-<index>", and
@@ -433,6 +466,62 @@ var workloads = template.Must(template.New("workloads").Parse(`
     labels: [performance, full]
     params: {a100Nodes: 3750, t4Nodes: 1250, pending: 2000, churn: 200, measure: 500}
 {{- end}}
+{{- range .GangCases}}
+- name: Gang_{{.Case}}
+  labels: [{{.Profile}}, gang]
+  featureGates:
+    GenericWorkload: true
+    TopologyAwareWorkloadScheduling: true
+  schedulerConfigPath: {{.SchedulerConfig}}
+  workloadTemplate:
+  - opcode: createNodes
+    countParam: $largeNodes
+    nodeTemplatePath: {{$td}}/node-gang.yaml
+    templateParams: {kind: large, cliqueSize: 16}
+  - opcode: createNodes
+    countParam: $smallNodes
+    nodeTemplatePath: {{$td}}/node-gang.yaml
+    templateParams: {kind: small, cliqueSize: 4}
+  - opcode: createPodGroups
+    countParam: $initGangs
+    namespace: {{$.GangInit}}
+    templatePath: {{$td}}/podgroup-gang.yaml
+    templateParams: {round: init, gangSize: $gangSize}
+  - opcode: createPods
+    signatureBatchSize: 1000000
+    countParam: $initGangs
+    countMultiplierParam: $gangSize
+    namespace: {{$.GangInit}}
+    podTemplatePath: {{$td}}/pod-gang.yaml
+    templateParams: {round: init, gangSize: $gangSize}
+  - opcode: startCollectingMetrics
+    namespaces: [measure]
+{{- range $.GangRounds}}
+  - opcode: createPodGroups
+    countParam: $gangs
+    namespace: measure
+    templatePath: {{$td}}/podgroup-gang.yaml
+    templateParams: {round: {{.}}, gangSize: $gangSize}
+  - opcode: createPods
+    signatureBatchSize: 1000000
+    countParam: $gangs
+    countMultiplierParam: $gangSize
+    namespace: measure
+    podTemplatePath: {{$td}}/pod-gang.yaml
+    templateParams: {round: {{.}}, gangSize: $gangSize}
+    skipWaitToCompletion: true
+{{- end}}
+  - opcode: barrier
+    namespaces: [measure]
+  - opcode: stopCollectingMetrics
+  workloads:
+  - name: 500Nodes
+    labels: [performance, quick]
+    params: {largeNodes: 320, smallNodes: 180, gangSize: 8, initGangs: 40, gangs: 20}
+  - name: 5000Nodes
+    labels: [performance, full]
+    params: {largeNodes: 3200, smallNodes: 1800, gangSize: 8, initGangs: 50, gangs: 20}
+{{- end}}
 {{- range .QuotaCases}}
 - name: Quota_{{.Case}}
   labels: [{{.Profile}}, quota]
@@ -507,6 +596,8 @@ type extra struct {
 	// changes over the whole run ("run") and its measured part
 	// ("measured", from the first pod in namespace measure on).
 	Counters map[string]schedCounters `json:"counters,omitempty"`
+	// Gang is the Gang workload's placement counters (gang_perf_test.go).
+	Gang *gangCounts `json:"gang,omitempty"`
 }
 
 type exportTime struct {
@@ -544,6 +635,10 @@ func BenchmarkPerfScheduling(b *testing.B) {
 			return p, err
 		},
 	}
+	for name, factory := range gangPlugins {
+		registry[name] = factory
+		perf.PluginNames = append(perf.PluginNames, name)
+	}
 	perf.PluginNames = append(perf.PluginNames, NativeName, QuotaNativeName, plugin.Name)
 	prepare := func(tCtx tContext) error {
 		if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
@@ -551,8 +646,15 @@ func BenchmarkPerfScheduling(b *testing.B) {
 		}
 		name := tCtx.Name()
 		counters := watchCounters(tCtx)
+		var binds *bindWatch
+		if strings.Contains(name, "/Gang_") {
+			binds = watchBindings(tCtx)
+		}
 		tCtx.Cleanup(func() {
 			x := extra{PeakRSS: peakRSS(), Counters: counters.stop()}
+			if binds != nil {
+				x.Gang = checkGang(tCtx, name, binds)
+			}
 			checkPlacements(tCtx, name)
 			mu.Lock()
 			defer mu.Unlock()

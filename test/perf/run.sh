@@ -7,7 +7,7 @@
 # OUT is the results directory (emptied first), FILTER the scheduler_perf
 # label filter every run shares (quick, full,-slow, ...), ROUNDS how many
 # runs of each workload and profile, TIMEOUT the -test.timeout of one run.
-# The environment can set WORKLOADS (default "gpu basic"; also quota, churn) and PROFILES
+# The environment can set WORKLOADS (default "gpu basic"; also quota, churn, gang) and PROFILES
 # (default "default native wasm-go wasm-tinygo"); a profile the filter
 # excludes with -name is not started.
 #

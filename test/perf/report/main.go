@@ -52,6 +52,34 @@ type extra struct {
 	// Counters are the scheduler's counters' changes by phase: "run" (the
 	// whole workload) and "measured" (from its first measured pod on).
 	Counters map[string]counters `json:"counters"`
+	// Gang is the Gang workload's placement counters (gang_perf_test.go).
+	Gang *gangCounts `json:"gang"`
+}
+
+// gangCounts are test/perf's counters of how a Gang workload placed its
+// gangs.
+type gangCounts struct {
+	Gangs         int `json:"gangs"`
+	Placed        int `json:"placed"`
+	Partial       int `json:"partial"`
+	Split         int `json:"split"`
+	Bindings      int `json:"bindings"`
+	BoundTwice    int `json:"boundTwice"`
+	InSmall       int `json:"inSmall"`
+	InLarge       int `json:"inLarge"`
+	LargeFree     int `json:"largeFree"`
+	SmallWithRoom int `json:"smallWithRoom"`
+}
+
+// placement describes a Gang workload's placement counters in one line;
+// under default the placement is upstream's built-in one.
+func (g gangCounts) placement(profile string) string {
+	by := ""
+	if profile == "default" {
+		by = " (upstream's built-in placement)"
+	}
+	return fmt.Sprintf("placement%s: %d of %d gangs whole, %d split, %d partly bound, %d pods bound twice (%d bindings); %d gangs in small cliques, %d in large; %d small cliques with room left, %d large cliques left empty",
+		by, g.Placed, g.Gangs, g.Split, g.Partial, g.BoundTwice, g.Bindings, g.InSmall, g.InLarge, g.SmallWithRoom, g.LargeFree)
 }
 
 // counters are the scheduler's counters test/perf records (counters_test.go).
@@ -481,6 +509,13 @@ func printSummary(w io.Writer, rows []*row) {
 		fmt.Fprintf(w, "%-26s %-12s requeues: %.0f (%s part; %.0f unschedulable attempts)%s\n", r.workload, r.profile,
 			q.requeues, q.phase, q.unschedulable, parenthesised(q.events()))
 	}
+	for _, r := range rows {
+		for i, rn := range r.runs {
+			if g := rn.extra.Gang; g != nil {
+				fmt.Fprintf(w, "%-26s %-12s run %d %s\n", r.workload, r.profile, i+1, g.placement(r.profile))
+			}
+		}
+	}
 	for _, name := range names {
 		prefix := ""
 		if len(names) > 1 {
@@ -584,6 +619,15 @@ func printMarkdown(w io.Writer, rows []*row) {
 		for _, p := range profileOrder {
 			if r := by[name][p]; r != nil && r.hasQueueing && r.queueing.requeues > 0 {
 				fmt.Fprintf(w, "\n%s requeues (%s part) by event: %s; %.0f unschedulable attempts.\n", p, r.queueing.phase, r.queueing.events(), r.queueing.unschedulable)
+			}
+		}
+		for _, p := range profileOrder {
+			if r := by[name][p]; r != nil {
+				for i, rn := range r.runs {
+					if g := rn.extra.Gang; g != nil {
+						fmt.Fprintf(w, "\n%s run %d %s.\n", p, i+1, g.placement(p))
+					}
+				}
 			}
 		}
 		for _, p := range profileOrder[2:] {

@@ -71,3 +71,19 @@ func TestRatios(t *testing.T) {
 		}
 	}
 }
+
+// TestGangPlacement: a Gang workload's counters, one line per run, the
+// default profile named as upstream's built-in placement.
+func TestGangPlacement(t *testing.T) {
+	var x extra
+	if err := json.Unmarshal([]byte(`{"gang": {"gangs": 240, "placed": 240, "bindings": 1920, "inSmall": 180, "inLarge": 60, "largeFree": 16, "smallWithRoom": 2}}`), &x); err != nil {
+		t.Fatal(err)
+	}
+	r := &row{workload: "Gang 500Nodes", profile: "default", runs: []*run{{extra: x}}}
+	var out bytes.Buffer
+	printSummary(&out, []*row{r})
+	want := "Gang 500Nodes              default      run 1 placement (upstream's built-in placement): 240 of 240 gangs whole, 0 split, 0 partly bound, 0 pods bound twice (1920 bindings); 180 gangs in small cliques, 60 in large; 2 small cliques with room left, 16 large cliques left empty"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("summary lacks\n%s\nin\n%s", want, out.String())
+	}
+}

@@ -1,0 +1,317 @@
+//go:build !k8s1.35 && !k8s1.36
+
+package perf
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	resourcehelper "k8s.io/component-helpers/resource"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// TopologyNativeName is the topology example's native twin in scheduler
+// configurations.
+const TopologyNativeName = "TopologyNative"
+
+// TopologyNative is the topology example policy (examples/topology) written
+// as an ordinary compiled-in placement plugin (Kubernetes 1.37): it
+// proposes one placement per topology domain that holds the whole pod
+// group, the tightest first, and scores the tightest highest. It is the
+// baseline the Gang workload compares WasmPolicy running the example with;
+// TestNativeTopologyTwin checks that both propose, name, score and reject
+// alike. A benchmark fixture, not shipped.
+//
+// One difference, outside what the benchmark exercises: a group no domain
+// holds is rejected here with the policy's reason as the status of
+// GeneratePlacements, where WasmPolicy keeps the reason in the group's
+// cycle state and rejects each member at PreFilter (host/plugin's
+// rejectGroup), so that the reason reaches the pods. The Gang workload's
+// gangs all fit.
+type TopologyNative struct {
+	s topologySettings
+	h fwk.Handle
+	// memberNodes returns the nodes the group's scheduled and assumed
+	// members run on, sorted; nil for none. It reads the scheduler's
+	// snapshot, as WasmPolicy does for PodGroup.member_nodes.
+	memberNodes func(namespace, name string) []string
+}
+
+// topologySettings are examples/topology's settings.
+type topologySettings struct {
+	TopologyKey string `json:"topologyKey"`
+	AllowSplit  bool   `json:"allowSplit"`
+	Resource    string `json:"resource"`
+}
+
+var (
+	_ fwk.PlacementGeneratePlugin  = &TopologyNative{}
+	_ fwk.PlacementScorePlugin     = &TopologyNative{}
+	_ fwk.PlacementScoreExtensions = &TopologyNative{}
+)
+
+// NewTopologyNative builds the plugin from the example's settings (JSON,
+// optional).
+func NewTopologyNative(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	var raw []byte
+	switch a := obj.(type) {
+	case *runtime.Unknown:
+		raw = a.Raw
+	case nil:
+	default:
+		return nil, fmt.Errorf("%s: arguments of type %T, want the topology settings", TopologyNativeName, obj)
+	}
+	pl, err := newTopologyNative(raw)
+	if err != nil {
+		return nil, err
+	}
+	pl.h = h
+	pl.memberNodes = pl.snapshotMembers
+	return pl, nil
+}
+
+func newTopologyNative(raw []byte) (*TopologyNative, error) {
+	s := topologySettings{TopologyKey: "nvidia.com/gpu.clique", Resource: resourceGPU}
+	if len(raw) > 0 {
+		d := json.NewDecoder(strings.NewReader(string(raw)))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&s); err != nil {
+			return nil, fmt.Errorf("%s: settings: %w", TopologyNativeName, err)
+		}
+	}
+	if strings.TrimSpace(s.TopologyKey) == "" {
+		return nil, errors.New(`settings: "topologyKey" must name a node label`)
+	}
+	if s.Resource == "" {
+		return nil, errors.New(`settings: "resource" must name a resource`)
+	}
+	return &TopologyNative{s: s, memberNodes: func(string, string) []string { return nil }}, nil
+}
+
+func (pl *TopologyNative) Name() string { return TopologyNativeName }
+
+// snapshotMembers reads the group's scheduled and assumed members' nodes
+// from the scheduler's snapshot.
+func (pl *TopologyNative) snapshotMembers(namespace, name string) []string {
+	if pl.h == nil || pl.h.SnapshotSharedLister() == nil {
+		return nil
+	}
+	st, err := pl.h.SnapshotSharedLister().PodGroupStates().Get(namespace, name)
+	if err != nil || st == nil {
+		return nil
+	}
+	var out []string
+	for _, p := range st.ScheduledPods() {
+		if p != nil && p.Spec.NodeName != "" {
+			out = append(out, p.Spec.NodeName)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// key is the label whose values are the group's domains: the PodGroup's
+// topology constraint, else the settings'.
+func (pl *TopologyNative) key(g fwk.PodGroupInfo) string {
+	if pg := g.GetPodGroup(); pg != nil && pg.Spec.SchedulingConstraints != nil && len(pg.Spec.SchedulingConstraints.Topology) > 0 {
+		return pg.Spec.SchedulingConstraints.Topology[0].Key
+	}
+	return pl.s.TopologyKey
+}
+
+// need is a gang's minCount (at most its pods), or every pod of the group.
+func need(g fwk.PodGroupInfo) int {
+	pods := len(g.GetUnscheduledPods())
+	if pg := g.GetPodGroup(); pg != nil && pg.Spec.SchedulingPolicy.Gang != nil && pg.Spec.SchedulingPolicy.Gang.MinCount > 0 {
+		return min(int(pg.Spec.SchedulingPolicy.Gang.MinCount), pods)
+	}
+	return pods
+}
+
+// perPod is the largest request of the resource among the group's pods.
+func (pl *TopologyNative) perPod(g fwk.PodGroupInfo) int64 {
+	var r int64
+	for _, p := range g.GetUnscheduledPods() {
+		q := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})[v1.ResourceName(pl.s.Resource)]
+		r = max(r, q.Value())
+	}
+	return r
+}
+
+func (pl *TopologyNative) allocatable(ni fwk.NodeInfo) int64 {
+	return ni.GetAllocatable().GetScalarResources()[v1.ResourceName(pl.s.Resource)]
+}
+
+type nativeDomain struct {
+	value    string
+	nodes    []fwk.NodeInfo
+	room     int
+	capacity int64
+}
+
+// domains groups parent's nodes by the key's value, in order of first
+// appearance; nodes without the label belong to none.
+func (pl *TopologyNative) domains(key string, perPod int64, parent *fwk.Placement) []*nativeDomain {
+	var out []*nativeDomain
+	idx := map[string]*nativeDomain{}
+	for _, n := range parent.Nodes {
+		v := n.Node().Labels[key]
+		if v == "" {
+			continue
+		}
+		d := idx[v]
+		if d == nil {
+			d = &nativeDomain{value: v}
+			idx[v] = d
+			out = append(out, d)
+		}
+		d.nodes = append(d.nodes, n)
+		alloc := pl.allocatable(n)
+		d.capacity += alloc
+		if perPod > 0 {
+			d.room += int((alloc - n.GetRequested().GetScalarResources()[v1.ResourceName(pl.s.Resource)]) / perPod)
+		} else {
+			d.room += n.GetAllocatable().GetAllowedPodNumber() - len(n.GetPods())
+		}
+	}
+	return out
+}
+
+// GeneratePlacements proposes one placement per domain that holds the
+// group, tightest first; the members' domain when members run; with
+// allowSplit and no such domain, the fewest domains that together do.
+func (pl *TopologyNative) GeneratePlacements(_ context.Context, _ fwk.PodGroupCycleState, g fwk.PodGroupInfo, parent *fwk.Placement) (*fwk.GeneratePlacementsResult, *fwk.Status) {
+	pls, reject := pl.generate(g, parent)
+	if reject != nil {
+		return nil, reject
+	}
+	for _, p := range pls {
+		if parent.Name != "" {
+			p.Name = parent.Name + "/" + p.Name
+		}
+	}
+	return &fwk.GeneratePlacementsResult{Placements: pls}, nil
+}
+
+func (pl *TopologyNative) generate(g fwk.PodGroupInfo, parent *fwk.Placement) ([]*fwk.Placement, *fwk.Status) {
+	key, want, per := pl.key(g), need(g), pl.perPod(g)
+	if want == 0 {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("topology: %s has no pod to place", groupName(g)))
+	}
+	ds := pl.domains(key, per, parent)
+	if len(ds) == 0 {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("topology: no node of %d has the label %s", len(parent.Nodes), key))
+	}
+	if members := pl.memberNodes(g.GetNamespace(), g.GetName()); len(members) > 0 {
+		p := &fwk.Placement{}
+		var values []string
+		for _, d := range ds {
+			if slices.ContainsFunc(d.nodes, func(n fwk.NodeInfo) bool {
+				_, ok := slices.BinarySearch(members, n.Node().Name)
+				return ok
+			}) {
+				values = append(values, d.value)
+				p.Nodes = append(p.Nodes, d.nodes...)
+			}
+		}
+		if len(values) > 0 {
+			slices.Sort(values)
+			p.Name = key + "=" + strings.Join(values, ",")
+			return []*fwk.Placement{p}, nil
+		}
+	}
+	var fit []*nativeDomain
+	for _, d := range ds {
+		if d.room >= want {
+			fit = append(fit, d)
+		}
+	}
+	slices.SortStableFunc(fit, func(a, b *nativeDomain) int {
+		return cmp.Or(cmp.Compare(a.capacity, b.capacity), strings.Compare(a.value, b.value))
+	})
+	out := make([]*fwk.Placement, 0, len(fit))
+	for _, d := range fit {
+		out = append(out, &fwk.Placement{Name: key + "=" + d.value, Nodes: d.nodes})
+	}
+	if len(out) > 0 {
+		return out, nil
+	}
+	if pl.s.AllowSplit {
+		sorted := slices.Clone(ds)
+		slices.SortStableFunc(sorted, func(a, b *nativeDomain) int { return b.room - a.room })
+		p := &fwk.Placement{}
+		var names []string
+		room := 0
+		for _, d := range sorted {
+			if room >= want {
+				break
+			}
+			room += d.room
+			names = append(names, d.value)
+			p.Nodes = append(p.Nodes, d.nodes...)
+		}
+		if room >= want {
+			p.Name = key + " in " + strings.Join(names, ",")
+			return []*fwk.Placement{p}, nil
+		}
+	}
+	largest := slices.MaxFunc(ds, func(a, b *nativeDomain) int { return a.room - b.room })
+	sized := ""
+	if per > 0 {
+		sized = fmt.Sprintf(" × %d %s", per, pl.s.Resource)
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("topology: %s needs %d pods%s within one %s domain; the largest, %s, has room for %d (%d domains)",
+		groupName(g), want, sized, key, largest.value, largest.room, len(ds)))
+}
+
+func groupName(g fwk.PodGroupInfo) string {
+	if g.GetPodGroup() == nil {
+		return "the group"
+	}
+	return "gang " + g.GetNamespace() + "/" + g.GetName()
+}
+
+// ScorePlacement prefers the placement with the least capacity of the
+// resource; one over several domains scores below any single domain.
+func (pl *TopologyNative) ScorePlacement(_ context.Context, _ fwk.PlacementCycleState, g fwk.PodGroupInfo, a *fwk.PodGroupAssignments) (int64, *fwk.Status) {
+	if a == nil || a.Placement == nil {
+		return 0, nil
+	}
+	var capacity int64
+	domains := map[string]bool{}
+	key := pl.key(g)
+	for _, n := range a.Nodes {
+		capacity += pl.allocatable(n)
+		domains[n.Node().Labels[key]] = true
+	}
+	return -capacity - int64(len(domains)-1)*1_000_000, nil
+}
+
+// NormalizePlacementScore maps the scores onto 0..100.
+func (pl *TopologyNative) NormalizePlacementScore(_ context.Context, _ fwk.PodGroupCycleState, _ fwk.PodGroupInfo, scores []fwk.PlacementScore) *fwk.Status {
+	if len(scores) == 0 {
+		return nil
+	}
+	lo, hi := scores[0].Score, scores[0].Score
+	for _, s := range scores[1:] {
+		lo, hi = min(lo, s.Score), max(hi, s.Score)
+	}
+	for i := range scores {
+		if hi == lo {
+			scores[i].Score = 100
+			continue
+		}
+		scores[i].Score = (scores[i].Score - lo) * 100 / (hi - lo)
+	}
+	return nil
+}
+
+// PlacementScoreExtensions implements fwk.PlacementScorePlugin.
+func (pl *TopologyNative) PlacementScoreExtensions() fwk.PlacementScoreExtensions { return pl }
