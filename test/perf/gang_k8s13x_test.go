@@ -11,3 +11,9 @@ const gangAvailable = false
 const gangNativeName = ""
 
 var gangPlugins = frameworkruntime.Registry{}
+
+// checkGang is never called before 1.37 (gangAvailable).
+func checkGang(tCtx tContext, _ string, _ *bindWatch) *gangCounts {
+	tCtx.Errorf("the Gang workload needs Kubernetes 1.37")
+	return nil
+}

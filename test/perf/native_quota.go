@@ -491,7 +491,7 @@ func (pl *QuotaNative) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Po
 // nothing of nodes to judge: no other event requeues.
 func (pl *QuotaNative) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete | fwk.UpdatePodScaleDown}, QueueingHintFn: pl.quotaPodFreed},
-		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update}, QueueingHintFn: quotaPodUpdated},
+		{Event: fwk.ClusterEvent{Resource: assignedPod, ActionType: fwk.Delete | fwk.UpdatePodScaleDown}, QueueingHintFn: pl.quotaPodFreed},
+		{Event: fwk.ClusterEvent{Resource: targetPod, ActionType: fwk.Update}, QueueingHintFn: quotaPodUpdated},
 	}, nil
 }

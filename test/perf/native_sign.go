@@ -88,8 +88,8 @@ func (*Native) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, er
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add}, QueueingHintFn: gpuNodeAdded},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.UpdateNodeLabel | fwk.UpdateNodeAllocatable}, QueueingHintFn: gpuNodeChanged},
-		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: gpuPodDeleted},
-		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update}, QueueingHintFn: gpuPodUpdated},
+		{Event: fwk.ClusterEvent{Resource: assignedPod, ActionType: fwk.Delete}, QueueingHintFn: gpuPodDeleted},
+		{Event: fwk.ClusterEvent{Resource: targetPod, ActionType: fwk.Update}, QueueingHintFn: gpuPodUpdated},
 	}, nil
 }
 

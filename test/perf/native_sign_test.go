@@ -98,10 +98,10 @@ func TestNativeHints(t *testing.T) {
 		{"node without GPUs added", fns[fwk.Node][fwk.Add], nil, node(0, ""), fwk.QueueSkip},
 		{"product label changed", fns[fwk.Node][nodeUpdate], node(8, "A"), node(8, "B"), fwk.Queue},
 		{"other label changed", fns[fwk.Node][nodeUpdate], node(8, "A"), node(8, "A"), fwk.QueueSkip},
-		{"GPU pod deleted", fns[fwk.AssignedPod][fwk.Delete], testPod("x", 1, nil, "n"), nil, fwk.Queue},
-		{"CPU pod deleted", fns[fwk.AssignedPod][fwk.Delete], testPod("churn", 0, nil, "n"), nil, fwk.QueueSkip},
-		{"own product changed", fns[fwk.TargetPod][fwk.Update], rejected, updated, fwk.Queue},
-		{"own other annotation changed", fns[fwk.TargetPod][fwk.Update], rejected, testPod("pending", 1, map[string]string{annotationProduct: "NVIDIA-H100-80GB-HBM3", "x": "y"}, ""), fwk.QueueSkip},
+		{"GPU pod deleted", fns[assignedPod][fwk.Delete], testPod("x", 1, nil, "n"), nil, fwk.Queue},
+		{"CPU pod deleted", fns[assignedPod][fwk.Delete], testPod("churn", 0, nil, "n"), nil, fwk.QueueSkip},
+		{"own product changed", fns[targetPod][fwk.Update], rejected, updated, fwk.Queue},
+		{"own other annotation changed", fns[targetPod][fwk.Update], rejected, testPod("pending", 1, map[string]string{annotationProduct: "NVIDIA-H100-80GB-HBM3", "x": "y"}, ""), fwk.QueueSkip},
 	} {
 		if c.fn == nil {
 			t.Fatalf("%s: no hint registered", c.name)
