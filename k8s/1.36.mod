@@ -80,6 +80,7 @@ require (
 	k8s.io/apiserver v0.37.0
 	k8s.io/client-go v0.37.0
 	k8s.io/component-base v0.37.0
+	k8s.io/component-helpers v0.36.4
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/kube-scheduler v0.36.4
 	k8s.io/kubernetes v1.36.4
@@ -274,7 +275,6 @@ require (
 	gotest.tools/v3 v3.5.2 // indirect
 	k8s.io/cloud-provider v0.36.4 // indirect
 	k8s.io/cluster-bootstrap v0.0.0 // indirect
-	k8s.io/component-helpers v0.36.4 // indirect
 	k8s.io/controller-manager v0.36.4 // indirect
 	k8s.io/csi-translation-lib v0.0.0 // indirect
 	k8s.io/dynamic-resource-allocation v0.36.4 // indirect
