@@ -81,18 +81,16 @@ func (p *Policy) forEach(ctx context.Context, call string, c *Cycle, nodes []fwk
 }
 
 // syncChunk sends m, in one request, the nodes of chunk it does not hold as
-// they are. Nodes without a Node object are left to fn, which reports them.
+// they are (syncNodes skips the rest). Nodes without a Node object are left
+// to fn, which reports them.
 func (p *Policy) syncChunk(m *member, chunk []fwk.NodeInfo) error {
 	var present [batchChunk]fwk.NodeInfo
 	k := 0
 	for _, ni := range chunk {
-		if ni != nil && ni.Node() != nil && !m.holds(m.handle(&p.handles, ni.Node().Name), ni) {
+		if ni != nil && ni.Node() != nil {
 			present[k] = ni
 			k++
 		}
-	}
-	if k == 0 {
-		return nil
 	}
 	_, err := p.syncNodes(m, present[:k])
 	return err
