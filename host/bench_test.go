@@ -387,8 +387,7 @@ func BenchmarkGPUCycles(b *testing.B) {
 			}
 			b.Cleanup(func() { _ = p.Close(ctx) })
 			nodes := gpuNodes(n)
-			gpuPod, cpuPod := realisticPod(0), realisticPod(1)
-			gpuPod.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("1")
+			gpuPod, cpuPod := realisticGPUPod(), realisticPod(1)
 			filler := realisticPod(2)
 			cycle := func(i int) time.Duration {
 				start := time.Now()
@@ -498,21 +497,13 @@ func cpuTime() time.Duration {
 // afterwards (what a resident snapshot of that many nodes takes), for the
 // module built by Go and, when installed, by TinyGo.
 func BenchmarkInstanceWarmUp(b *testing.B) {
-	builds := map[string]func(testing.TB, string) []byte{"go": testwasm.Bytes}
-	if os.Getenv(testwasm.EnvTinyGo) != "" || fileExists(filepath.Join(testwasm.Root(b), ".bin", "tinygo", "bin", "tinygo")) {
-		builds["tinygo"] = testwasm.TinyGoBytes
-	}
-	gpuPod := realisticPod(0)
-	gpuPod.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("1")
+	gpuPod := realisticGPUPod()
 	for _, n := range []int{5000, 15000} {
 		nodes := gpuNodes(n)
-		for _, name := range []string{"go", "tinygo"} {
-			build, ok := builds[name]
-			if !ok {
-				continue
-			}
-			wasm := build(b, "examples/gpu")
-			b.Run(fmt.Sprintf("%s/nodes=%d", name, n), func(b *testing.B) {
+		for _, tc := range testwasm.Toolchains {
+			b.Run(fmt.Sprintf("%s/nodes=%d", tc.Name, n), func(b *testing.B) {
+				wasm := tc.Bytes(b, "examples/gpu") // skips TinyGo when not installed
+				b.ResetTimer()
 				var mem uint32
 				cpu0 := cpuTime()
 				for i := 0; i < b.N; i++ {
@@ -535,4 +526,11 @@ func BenchmarkInstanceWarmUp(b *testing.B) {
 			})
 		}
 	}
+}
+
+// realisticGPUPod is realisticPod(0) requesting one GPU.
+func realisticGPUPod() *v1.Pod {
+	pod := realisticPod(0)
+	pod.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("1")
+	return pod
 }
