@@ -24,7 +24,7 @@ const (
 )
 
 // Signature lists what of the pod a policy's PreFilter, Filter, PreScore
-// and Score read. Declare everything they read: the host sends nothing
+// and Score read; a policy with none of them needs no Signature. Declare everything they read: the host sends nothing
 // else, so an undeclared label reads as absent. Over-declaring is safe and
 // only batches fewer pods together.
 //

@@ -1859,7 +1859,8 @@ type PolicyInfo struct {
 	// scheduler may reuse one pod's results for the next pod that is equal in
 	// all of it (opportunistic batching). The host then sends the guest only
 	// the declared parts of every pod. Absent, and without POINT_SIGN, the
-	// policy's pods are never batched.
+	// policy's pods are never batched, unless the guest implements none of
+	// PreFilter, Filter, PreScore and Score (then all sign alike).
 	Signature *PodSignature `protobuf:"bytes,12,opt,name=signature,proto3" json:"signature,omitempty"`
 	// The cluster events that can turn a rejection by this policy into a fit.
 	// Absent, every event the host watches retries the pods it rejected.

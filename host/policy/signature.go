@@ -175,7 +175,14 @@ const (
 	Declared
 	// Signs: the version exports POINT_SIGN and sees whole pods.
 	Signs
+	// Neutral: the version has no PreFilter, Filter, PreScore or Score, so
+	// its verdicts cannot tell pods apart and it signs every pod alike
+	// (a policy that only places pod groups, or only permits).
+	Neutral
 )
+
+// judgingPoints are the points batching reuses the results of.
+var judgingPoints = []abiv1.Point{abiv1.Point_POINT_PRE_FILTER, abiv1.Point_POINT_FILTER, abiv1.Point_POINT_PRE_SCORE, abiv1.Point_POINT_SCORE}
 
 // Signing returns how the version signs pods.
 func (p *Policy) Signing() Signing {
@@ -184,6 +191,8 @@ func (p *Policy) Signing() Signing {
 		return Signs
 	case p.view != nil:
 		return Declared
+	case !slices.ContainsFunc(judgingPoints, p.Implements):
+		return Neutral
 	}
 	return Unsigned
 }
@@ -199,6 +208,8 @@ func (p *Policy) Sign(ctx context.Context, pod *v1.Pod) (sig []byte, ok bool, re
 	switch p.Signing() {
 	case Declared:
 		return p.view.signature(convert.Pod(pod)), true, "", nil
+	case Neutral:
+		return []byte{}, true, "", nil
 	case Unsigned:
 		return nil, false, "it declares no pod signature", nil
 	}

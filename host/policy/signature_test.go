@@ -13,6 +13,7 @@ import (
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 	"github.com/wasmsched/wasmsched/host/engine"
+	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
 // annotated is mkPod with annotations and labels.
@@ -152,5 +153,29 @@ func TestScoreMemo(t *testing.T) {
 		if err != nil || !slices.Equal(res.Values, want) {
 			t.Fatalf("undeclared: %+v %v, want every node scored: %v", res, err, want)
 		}
+	}
+}
+
+// A policy with no PreFilter, Filter, PreScore or Score (topology only
+// places pod groups) cannot tell pods apart where batching reuses results,
+// so it signs every pod alike without declaring a Signature and leaves the
+// profile's batching on.
+func TestSignNeutral(t *testing.T) {
+	p, err := Load(ctx, Options{Name: "topology", Wasm: testwasm.Bytes(t, "examples/topology"), MaxInstances: 1})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	t.Cleanup(func() { _ = p.Close(ctx) })
+	if p.Signing() != Neutral {
+		t.Fatalf("Signing = %v, want Neutral", p.Signing())
+	}
+	a, okA, _, errA := p.Sign(ctx, annotated("a", map[string]string{"x": "1"}, map[string]string{"app": "a"}))
+	b, okB, _, errB := p.Sign(ctx, annotated("b", nil, nil))
+	if !okA || !okB || errA != nil || errB != nil || !bytes.Equal(a, b) || a == nil {
+		t.Fatalf("Sign = %q %v %v and %q %v %v, want equal empty signatures", a, okA, errA, b, okB, errB)
+	}
+	// The probe filters and declares nothing: still unsigned.
+	if p := load(t, `{}`); p.Signing() != Unsigned {
+		t.Fatalf("probe Signing = %v, want Unsigned", p.Signing())
 	}
 }
