@@ -92,8 +92,9 @@ func memberNodes(pods []*v1.Pod) []string {
 	return slices.Compact(out)
 }
 
-// withGroup sets, on a pod's cycle, its PodGroup and, in a pod-group
-// cycle, the placement tried. It returns the policies' rejection of the
+// withGroup sets, on a pod's cycle, its PodGroup (when a policy that wants
+// pod groups takes part in pod cycles) and, in a pod-group cycle, the
+// placement tried. It returns the policies' rejection of the
 // pod's group, if PlacementGenerate recorded one (rejectGroup), and the
 // policy that rejected it.
 func (pl *Plugin) withGroup(cs fwk.CycleState, pod *v1.Pod, c *policy.Cycle) (*fwk.Status, string) {
@@ -108,7 +109,7 @@ func (pl *Plugin) withGroup(cs fwk.CycleState, pod *v1.Pod, c *policy.Cycle) (*f
 	}
 	if name := convert.PodGroupName(pod); name != "" {
 		for _, run := range pl.currentRoster().runs {
-			if v := run.slot.Current(); v != nil && v.Info().GetWantsPodGroups() {
+			if v := run.slot.Current(); v != nil && v.Info().GetWantsPodGroups() && v.InPodCycles() {
 				c.Group = pl.groupMessage(pod.Namespace, name, nil)
 				return nil, ""
 			}
@@ -119,7 +120,8 @@ func (pl *Plugin) withGroup(cs fwk.CycleState, pod *v1.Pod, c *policy.Cycle) (*f
 
 // placementGroup is the group of a placement call.
 func (pl *Plugin) placementGroup(info fwk.PodGroupInfo) *policy.Group {
-	return &policy.Group{PodGroup: pl.groupMessage(info.GetNamespace(), info.GetName(), pl.podGroupOf(info)), Pods: info.GetUnscheduledPods()}
+	pods := info.GetUnscheduledPods()
+	return &policy.Group{PodGroup: pl.groupMessage(info.GetNamespace(), info.GetName(), pl.podGroupOf(info)), Pods: pods, Converted: pl.groupPods.get(pods)}
 }
 
 // GeneratePlacements implements fwk.PlacementGeneratePlugin. Without a

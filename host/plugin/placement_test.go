@@ -65,3 +65,26 @@ func TestMemberNodes(t *testing.T) {
 		t.Errorf("memberNodes %v, want [n1 n2]", got)
 	}
 }
+
+// The pods of a pod-group cycle are converted once for all its placement
+// calls, and again when the group's pods are other objects.
+func TestGroupPodsConvertedOnce(t *testing.T) {
+	a := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w0", Namespace: "ml", UID: "u0"}}
+	b := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: "ml", UID: "u1"}}
+	var c groupPods
+	first := c.get([]*v1.Pod{a, b})
+	if len(first) != 2 || first[0].GetName() != "w0" || first[1].GetUid() != "u1" {
+		t.Fatalf("converted %v, want w0 and w1", first)
+	}
+	if again := c.get([]*v1.Pod{a, b}); &again[0] != &first[0] {
+		t.Error("the same pods were converted again")
+	}
+	changed := a.DeepCopy()
+	changed.Name = "w0-new"
+	if got := c.get([]*v1.Pod{changed, b}); got[0].GetName() != "w0-new" {
+		t.Errorf("a changed pod object kept its old conversion %q", got[0].GetName())
+	}
+	if got := c.get([]*v1.Pod{b}); len(got) != 1 || got[0].GetName() != "w1" {
+		t.Errorf("fewer pods: %v, want w1 alone", got)
+	}
+}

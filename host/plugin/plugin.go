@@ -66,6 +66,9 @@ type Plugin struct {
 	// registered is the eventSet EventsToRegister gave the framework, with
 	// evRegistered set once it did (events.go).
 	registered atomic.Uint32
+	// groupPods are the last pod-group cycle's pods, converted
+	// (placement.go).
+	groupPods groupPods
 }
 
 var (

@@ -36,19 +36,31 @@ func (c *Cycle) requestFor(p *Policy) []byte {
 type Group struct {
 	PodGroup *abiv1.PodGroup
 	Pods     []*v1.Pod
+	// Converted, when set, are Pods as the ABI has them (ConvertPods),
+	// shared by the Groups of one pod-group cycle; otherwise each Group
+	// converts Pods once.
+	Converted []*abiv1.Pod
 
 	once sync.Once
 	msgs []*abiv1.Pod
 }
 
 func (g *Group) pods() []*abiv1.Pod {
-	g.once.Do(func() {
-		g.msgs = make([]*abiv1.Pod, len(g.Pods))
-		for i, p := range g.Pods {
-			g.msgs[i] = convert.Pod(p)
-		}
-	})
+	if g.Converted != nil {
+		return g.Converted
+	}
+	g.once.Do(func() { g.msgs = ConvertPods(g.Pods) })
 	return g.msgs
+}
+
+// ConvertPods converts a group's pods to the ABI. The messages are only
+// read afterwards, so Groups may share them.
+func ConvertPods(pods []*v1.Pod) []*abiv1.Pod {
+	out := make([]*abiv1.Pod, len(pods))
+	for i, p := range pods {
+		out[i] = convert.Pod(p)
+	}
+	return out
 }
 
 // Placement is a named set of nodes.

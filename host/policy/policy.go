@@ -253,6 +253,18 @@ func (p *Policy) Info() *abiv1.PolicyInfo { return p.info }
 // Implements reports whether the guest implements an extension point.
 func (p *Policy) Implements(pt abiv1.Point) bool { return p.info.Points&(1<<uint(pt)) != 0 }
 
+// groupPoints are the points called about a whole pod group or outside
+// any cycle, never with a pod's CycleRequest.
+const groupPoints = 1<<uint(abiv1.Point_POINT_PLACEMENT_GENERATE) | 1<<uint(abiv1.Point_POINT_PLACEMENT_SCORE) |
+	1<<uint(abiv1.Point_POINT_NORMALIZE_PLACEMENT_SCORE) | 1<<uint(abiv1.Point_POINT_POD_GROUP_POST_FILTER) | 1<<uint(abiv1.Point_POINT_SIGN)
+
+// InPodCycles reports whether a pod's scheduling cycle calls the guest:
+// it implements a point of the pod's cycle, or wants the whole snapshot
+// (synced at PreFilter). A guest that only places pod groups does not.
+func (p *Policy) InPodCycles() bool {
+	return p.info.Points&^groupPoints != 0 || p.info.GetWantsAllNodes()
+}
+
 // Instances returns how many instances exist.
 func (p *Policy) Instances() int { return p.pool.Size() }
 

@@ -169,13 +169,16 @@ func TestSignNeutral(t *testing.T) {
 	if p.Signing() != Neutral {
 		t.Fatalf("Signing = %v, want Neutral", p.Signing())
 	}
+	if p.InPodCycles() {
+		t.Error("InPodCycles = true for a policy that only places pod groups")
+	}
 	a, okA, _, errA := p.Sign(ctx, annotated("a", map[string]string{"x": "1"}, map[string]string{"app": "a"}))
 	b, okB, _, errB := p.Sign(ctx, annotated("b", nil, nil))
 	if !okA || !okB || errA != nil || errB != nil || !bytes.Equal(a, b) || a == nil {
 		t.Fatalf("Sign = %q %v %v and %q %v %v, want equal empty signatures", a, okA, errA, b, okB, errB)
 	}
 	// The probe filters and declares nothing: still unsigned.
-	if p := load(t, `{}`); p.Signing() != Unsigned {
-		t.Fatalf("probe Signing = %v, want Unsigned", p.Signing())
+	if p := load(t, `{}`); p.Signing() != Unsigned || !p.InPodCycles() {
+		t.Fatalf("probe Signing = %v, InPodCycles = %v, want Unsigned and true", p.Signing(), p.InPodCycles())
 	}
 }
