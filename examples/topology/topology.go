@@ -36,11 +36,20 @@ type Settings struct {
 	// Resource is the resource the domains are measured in. Default
 	// nvidia.com/gpu.
 	Resource string `json:"resource"`
+	// MaxPlacements is the most domains proposed in one group cycle, the
+	// tightest first. The scheduler tries the whole group on each, so at
+	// thousands of nodes it bounds the cycle's cost. Default 32; 1 to
+	// MaxPlacementsBound.
+	MaxPlacements int `json:"maxPlacements"`
 }
+
+// MaxPlacementsBound is the most placements WasmPolicy accepts from one
+// PlacementGenerate call.
+const MaxPlacementsBound = 256
 
 // DefaultSettings returns the settings used where the operator gives none.
 func DefaultSettings() Settings {
-	return Settings{TopologyKey: LabelClique, Resource: ResourceGPU}
+	return Settings{TopologyKey: LabelClique, Resource: ResourceGPU, MaxPlacements: 32}
 }
 
 // Policy is the policy built from valid settings.
@@ -53,6 +62,9 @@ func New(s Settings) (*Policy, error) {
 	}
 	if s.Resource == "" {
 		return nil, errors.New(`settings: "resource" must name a resource`)
+	}
+	if s.MaxPlacements < 1 || s.MaxPlacements > MaxPlacementsBound {
+		return nil, fmt.Errorf(`settings: "maxPlacements" is %d; want 1 to %d`, s.MaxPlacements, MaxPlacementsBound)
 	}
 	return &Policy{s: s}, nil
 }
@@ -122,8 +134,9 @@ func (p *Policy) domains(key string, perPod int64, parent guest.Placement) []*do
 }
 
 // Generate proposes one placement per domain that holds the group, the
-// tightest first (least capacity, then name); with allowSplit and no such
-// domain, one placement over the fewest domains that do. Otherwise it
+// tightest first (least capacity, then name), at most maxPlacements of
+// them; with allowSplit and no such domain, one placement over the fewest
+// domains that do. Otherwise it
 // rejects the group, saying what it needs and what the largest domain has.
 func (p *Policy) Generate(g *guest.Group, parent guest.Placement) ([]guest.Placement, guest.Status) {
 	key, want, per := p.key(g), need(g), p.perPod(g)
@@ -137,18 +150,8 @@ func (p *Policy) Generate(g *guest.Group, parent guest.Placement) ([]guest.Place
 	if pl, ok := membersDomain(g, key, ds); ok {
 		return []guest.Placement{pl}, guest.OK()
 	}
-	var fit []*domain
-	for _, d := range ds {
-		if d.room >= want {
-			fit = append(fit, d)
-		}
-	}
-	slices.SortStableFunc(fit, func(a, b *domain) int {
-		if a.capacity != b.capacity {
-			return int(a.capacity - b.capacity)
-		}
-		return strings.Compare(a.value, b.value)
-	})
+	fit := fitting(ds, want)
+	fit = fit[:min(len(fit), p.s.MaxPlacements)]
 	out := make([]guest.Placement, 0, len(fit))
 	for _, d := range fit {
 		out = append(out, guest.Placement{Name: key + "=" + d.value, Nodes: d.nodes})
@@ -164,6 +167,24 @@ func (p *Policy) Generate(g *guest.Group, parent guest.Placement) ([]guest.Place
 	}
 	return nil, guest.Reject("%s: %s needs %d pods%s within one %s domain; the largest, %s, has room for %d (%d domains)",
 		Name, groupKey(g), want, p.sized(per), key, largest.value, largest.room, len(ds))
+}
+
+// fitting are the domains of ds with room for want pods, the tightest
+// first: the least capacity, then by value.
+func fitting(ds []*domain, want int) []*domain {
+	var fit []*domain
+	for _, d := range ds {
+		if d.room >= want {
+			fit = append(fit, d)
+		}
+	}
+	slices.SortStableFunc(fit, func(a, b *domain) int {
+		if a.capacity != b.capacity {
+			return int(a.capacity - b.capacity)
+		}
+		return strings.Compare(a.value, b.value)
+	})
+	return fit
 }
 
 // membersDomain is the placement of the domains the group's scheduled and
@@ -278,16 +299,20 @@ func (p *Policy) Explain(g *guest.Group, f *guest.GroupFailure) ([]guest.Nominat
 	if want == 0 {
 		return nil, guest.Status{Code: guest.Unschedulable}
 	}
-	var fit []string
-	for _, d := range p.domains(key, per, guest.Placement{Nodes: f.Nodes}) {
-		if d.room >= want {
-			fit = append(fit, d.value)
-		}
-	}
-	if len(fit) == 0 {
+	all := fitting(p.domains(key, per, guest.Placement{Nodes: f.Nodes}), want)
+	if len(all) == 0 {
 		return nil, guest.Status{Code: guest.Unschedulable}
 	}
+	tried := all[:min(len(all), p.s.MaxPlacements)]
+	fit := make([]string, len(tried))
+	for i, d := range tried {
+		fit[i] = d.value
+	}
 	slices.Sort(fit)
-	return nil, guest.Reject("%s: %s fit in none of the %d %s domains with room for %d pods%s (%s): members were turned away on their nodes",
-		Name, groupKey(g), len(fit), key, want, p.sized(per), strings.Join(fit, ", "))
+	more := ""
+	if n := len(all) - len(tried); n > 0 {
+		more = fmt.Sprintf("; %d more with room not tried (maxPlacements %d)", n, p.s.MaxPlacements)
+	}
+	return nil, guest.Reject("%s: %s fit in none of the %d %s domains with room for %d pods%s (%s): members were turned away on their nodes%s",
+		Name, groupKey(g), len(fit), key, want, p.sized(per), strings.Join(fit, ", "), more)
 }

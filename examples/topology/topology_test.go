@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -79,6 +80,29 @@ func TestGenerateTightestFirst(t *testing.T) {
 	}
 }
 
+// At most maxPlacements domains are proposed, the tightest: the scheduler
+// tries the whole group on each, and WasmPolicy refuses more than 256.
+func TestGenerateBounded(t *testing.T) {
+	var nodes []*guest.NodeInfo
+	for i := range 300 {
+		clique := fmt.Sprintf("c%03d", i)
+		nodes = append(nodes, gpuNode(clique+"-1", clique, 0))
+		if i%2 == 1 { // odd cliques have two nodes: larger
+			nodes = append(nodes, gpuNode(clique+"-2", clique, 0))
+		}
+	}
+	p := guesttest.Load(t, "", DefaultSettings(), New)
+	pls, s := p.Generate(gang(2, 2), guest.Placement{Nodes: nodes})
+	guesttest.CheckStatus(t, s, guest.OK())
+	if len(pls) != 32 || pls[0].Name != LabelClique+"=c000" || pls[31].Name != LabelClique+"=c062" {
+		t.Fatalf("%d placements from %s to %s, want the 32 smallest cliques c000 to c062", len(pls), pls[0].Name, pls[len(pls)-1].Name)
+	}
+	p = guesttest.Load(t, `{"maxPlacements": 256}`, DefaultSettings(), New)
+	if pls, _ = p.Generate(gang(2, 2), guest.Placement{Nodes: nodes}); len(pls) != 256 || pls[150].Name != LabelClique+"=c001" {
+		t.Fatalf("maxPlacements 256: %d placements, the 151st %s; want 256, the single-node cliques first", len(pls), pls[150].Name)
+	}
+}
+
 func TestGenerateNoDomainFits(t *testing.T) {
 	p := guesttest.Load(t, "", DefaultSettings(), New)
 	pls, s := p.Generate(gang(9, 9), cluster())
@@ -126,9 +150,11 @@ func TestGenerateKeys(t *testing.T) {
 
 func TestSettingsRefused(t *testing.T) {
 	for raw, want := range map[string]string{
-		`{"topologyKey": ""}`: `settings: "topologyKey" must name a node label`,
-		`{"resource": ""}`:    `settings: "resource" must name a resource`,
-		`{"split": true}`:     `settings: json: unknown field "split"`,
+		`{"topologyKey": ""}`:    `settings: "topologyKey" must name a node label`,
+		`{"resource": ""}`:       `settings: "resource" must name a resource`,
+		`{"split": true}`:        `settings: json: unknown field "split"`,
+		`{"maxPlacements": 0}`:   `settings: "maxPlacements" is 0; want 1 to 256`,
+		`{"maxPlacements": 257}`: `settings: "maxPlacements" is 257; want 1 to 256`,
 	} {
 		if _, err := guest.Load([]byte(raw), DefaultSettings(), New); err == nil || err.Error() != want {
 			t.Errorf("settings %s: %v, want %q", raw, err, want)
@@ -188,4 +214,10 @@ func TestExplain(t *testing.T) {
 	guesttest.CheckStatus(t, s, guest.Status{Code: guest.Unschedulable})
 	_, s = p.Explain(gang(0, 4), guesttest.Failure(nodes))
 	guesttest.CheckStatus(t, s, guest.Status{Code: guest.Unschedulable})
+	// Only the domains Generate proposed were tried; the others are counted.
+	bounded := DefaultSettings()
+	bounded.MaxPlacements = 1
+	p, _ = New(bounded)
+	_, s = p.Explain(gang(4, 4), guesttest.Failure(nodes))
+	guesttest.CheckStatus(t, s, guest.Reject("topology: gang ml/train fit in none of the 1 nvidia.com/gpu.clique domains with room for 4 pods × 4 nvidia.com/gpu (b): members were turned away on their nodes; 1 more with room not tried (maxPlacements 1)"))
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/wasmsched/wasmsched/host/policy"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -46,9 +47,10 @@ type TopologyNative struct {
 
 // topologySettings are examples/topology's settings.
 type topologySettings struct {
-	TopologyKey string `json:"topologyKey"`
-	AllowSplit  bool   `json:"allowSplit"`
-	Resource    string `json:"resource"`
+	TopologyKey   string `json:"topologyKey"`
+	AllowSplit    bool   `json:"allowSplit"`
+	Resource      string `json:"resource"`
+	MaxPlacements int    `json:"maxPlacements"`
 }
 
 var (
@@ -78,7 +80,7 @@ func NewTopologyNative(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk
 }
 
 func newTopologyNative(raw []byte) (*TopologyNative, error) {
-	s := topologySettings{TopologyKey: "nvidia.com/gpu.clique", Resource: resourceGPU}
+	s := topologySettings{TopologyKey: "nvidia.com/gpu.clique", Resource: resourceGPU, MaxPlacements: 32}
 	if len(raw) > 0 {
 		d := json.NewDecoder(strings.NewReader(string(raw)))
 		d.DisallowUnknownFields()
@@ -91,6 +93,9 @@ func newTopologyNative(raw []byte) (*TopologyNative, error) {
 	}
 	if s.Resource == "" {
 		return nil, errors.New(`settings: "resource" must name a resource`)
+	}
+	if s.MaxPlacements < 1 || s.MaxPlacements > policy.MaxPlacements {
+		return nil, fmt.Errorf(`settings: "maxPlacements" is %d; want 1 to %d`, s.MaxPlacements, policy.MaxPlacements)
 	}
 	return &TopologyNative{s: s, memberNodes: func(string, string) []string { return nil }}, nil
 }
@@ -236,6 +241,7 @@ func (pl *TopologyNative) generate(g fwk.PodGroupInfo, parent *fwk.Placement) ([
 	slices.SortStableFunc(fit, func(a, b *nativeDomain) int {
 		return cmp.Or(cmp.Compare(a.capacity, b.capacity), strings.Compare(a.value, b.value))
 	})
+	fit = fit[:min(len(fit), pl.s.MaxPlacements)]
 	out := make([]*fwk.Placement, 0, len(fit))
 	for _, d := range fit {
 		out = append(out, &fwk.Placement{Name: key + "=" + d.value, Nodes: d.nodes})

@@ -72,6 +72,7 @@ func TestNativeTopologyTwin(t *testing.T) {
 		{name: "members running", pods: 2, gpus: 4, minCount: 3, members: []string{"c2"}},
 		{name: "no labelled node", pods: 2, gpus: 1, minCount: 2, parent: parent[len(parent)-1:]},
 		{name: "key from settings", settings: `{"topologyKey": "example.com/rack"}`, pods: 2, gpus: 8, minCount: 2},
+		{name: "bounded proposals", settings: `{"maxPlacements": 2}`, pods: 2, gpus: 4, minCount: 2},
 	}
 	for _, g := range gangs {
 		t.Run(g.name, func(t *testing.T) {
