@@ -15,10 +15,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 	"github.com/wasmsched/wasmsched/host/policy"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
@@ -533,4 +535,79 @@ func realisticGPUPod() *v1.Pod {
 	pod := realisticPod(0)
 	pod.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("1")
 	return pod
+}
+
+// BenchmarkPlacementGenerate is the topology example's PlacementGenerate
+// over 5000 GPU nodes in 650 NVLink cliques (the Gang workload's 5000-node
+// cluster) for a gang of 8 one-GPU pods: first on a fresh instance (the
+// nodes synced first, then the call), then on the instance holding them.
+// It reports the guest time of the first and of a later call in the
+// export that runs PlacementGenerate (the call has WasmPolicy's 200 ms
+// deadline; the sync before it has the longer start-up one), per toolchain.
+func BenchmarkPlacementGenerate(b *testing.B) {
+	nodes := gangNodes(5000)
+	pods := make([]*v1.Pod, 8)
+	for i := range pods {
+		pods[i] = realisticGPUPod()
+		pods[i].Name, pods[i].UID = fmt.Sprintf("w%d", i), types.UID(fmt.Sprintf("uid-w%d", i))
+	}
+	g := &policy.Group{PodGroup: &abiv1.PodGroup{Namespace: "default", Name: "train", Policy: "gang", MinCount: 8}, Pods: pods}
+	parent := policy.Placement{Nodes: nodes}
+	callMs := func(p *policy.Policy) float64 {
+		for _, t := range p.Stats().Guest {
+			if t.Export == "call" {
+				return float64(t.Time.Microseconds()) / 1000
+			}
+		}
+		return 0
+	}
+	for _, tc := range testwasm.Toolchains {
+		b.Run(tc.Name, func(b *testing.B) {
+			wasm := tc.Bytes(b, "examples/topology")
+			b.ResetTimer()
+			var first, later float64
+			for i := 0; i < b.N; i++ {
+				p, err := policy.Load(ctx, policy.Options{Name: "topology", Wasm: wasm, MaxInstances: 1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for j := range 3 {
+					before := callMs(p)
+					pls, st, err := p.GeneratePlacements(ctx, g, parent)
+					if err != nil || !st.IsSuccess() || len(pls) != 32 {
+						b.Fatalf("GeneratePlacements: %d placements, %+v, %v; want 32", len(pls), st, err)
+					}
+					switch j {
+					case 0:
+						first += callMs(p) - before
+					case 2:
+						later += callMs(p) - before
+					}
+				}
+				_ = p.Close(ctx)
+			}
+			b.ReportMetric(first/float64(b.N), "first-call-ms")
+			b.ReportMetric(later/float64(b.N), "later-call-ms")
+		})
+	}
+}
+
+// gangNodes are n nodes of 8 GPUs in NVLink cliques as in the Gang
+// workload: the first 64 % in cliques of 16 nodes, the rest of 4.
+func gangNodes(n int) []fwk.NodeInfo {
+	nodes := realisticNodes(n)
+	large := n * 64 / 100
+	for i, ni := range nodes {
+		node := ni.Node().DeepCopy()
+		clique := fmt.Sprintf("large-%d", i/16)
+		if i >= large {
+			clique = fmt.Sprintf("small-%d", (i-large)/4)
+		}
+		node.Labels["nvidia.com/gpu.clique"] = clique
+		node.Status.Allocatable["nvidia.com/gpu"] = resource.MustParse("8")
+		fresh := framework.NewNodeInfo()
+		fresh.SetNode(node)
+		nodes[i] = fresh
+	}
+	return nodes
 }
