@@ -24,9 +24,10 @@ const (
 )
 
 // Signature lists what of the pod a policy's PreFilter, Filter, PreScore
-// and Score read; a policy with none of them needs no Signature. Declare everything they read: the host sends nothing
-// else, so an undeclared label reads as absent. Over-declaring is safe and
-// only batches fewer pods together.
+// and Score read; a policy with none of them needs no Signature. Declare
+// everything they read: the host sends nothing else, so an undeclared
+// label reads as absent. Over-declaring is safe and only batches fewer
+// pods together.
 //
 // Verdicts must also depend on nothing that placing an earlier pod of the
 // same signature changes on other nodes than the one it lands on (counts

@@ -136,8 +136,8 @@ func (p *Policy) domains(key string, perPod int64, parent guest.Placement) []*do
 // Generate proposes one placement per domain that holds the group, the
 // tightest first (least capacity, then name), at most maxPlacements of
 // them; with allowSplit and no such domain, one placement over the fewest
-// domains that do. Otherwise it
-// rejects the group, saying what it needs and what the largest domain has.
+// domains that do. Otherwise it rejects the group, saying what it needs
+// and what the largest domain has.
 func (p *Policy) Generate(g *guest.Group, parent guest.Placement) ([]guest.Placement, guest.Status) {
 	key, want, per := p.key(g), need(g), p.perPod(g)
 	if want == 0 {

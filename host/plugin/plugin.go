@@ -67,7 +67,7 @@ type Plugin struct {
 	// evRegistered set once it did (events.go).
 	registered atomic.Uint32
 	// groupPods are the last pod-group cycle's pods, converted
-	// (placement.go).
+	// (group_pods.go).
 	groupPods groupPods
 }
 

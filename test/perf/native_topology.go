@@ -11,11 +11,12 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/wasmsched/wasmsched/host/policy"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/host/policy"
 )
 
 // TopologyNativeName is the topology example's native twin in scheduler
