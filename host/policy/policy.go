@@ -253,10 +253,19 @@ func (p *Policy) Info() *abiv1.PolicyInfo { return p.info }
 // Implements reports whether the guest implements an extension point.
 func (p *Policy) Implements(pt abiv1.Point) bool { return p.info.Points&(1<<uint(pt)) != 0 }
 
+// pointSet is pts as a PolicyInfo.points bit set.
+func pointSet(pts ...abiv1.Point) uint64 {
+	var s uint64
+	for _, pt := range pts {
+		s |= 1 << uint(pt)
+	}
+	return s
+}
+
 // groupPoints are the points called about a whole pod group or outside
 // any cycle, never with a pod's CycleRequest.
-const groupPoints = 1<<uint(abiv1.Point_POINT_PLACEMENT_GENERATE) | 1<<uint(abiv1.Point_POINT_PLACEMENT_SCORE) |
-	1<<uint(abiv1.Point_POINT_NORMALIZE_PLACEMENT_SCORE) | 1<<uint(abiv1.Point_POINT_POD_GROUP_POST_FILTER) | 1<<uint(abiv1.Point_POINT_SIGN)
+var groupPoints = pointSet(abiv1.Point_POINT_PLACEMENT_GENERATE, abiv1.Point_POINT_PLACEMENT_SCORE,
+	abiv1.Point_POINT_NORMALIZE_PLACEMENT_SCORE, abiv1.Point_POINT_POD_GROUP_POST_FILTER, abiv1.Point_POINT_SIGN)
 
 // InPodCycles reports whether a pod's scheduling cycle calls the guest:
 // it implements a point of the pod's cycle, or wants the whole snapshot

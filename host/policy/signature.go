@@ -182,7 +182,7 @@ const (
 )
 
 // judgingPoints are the points batching reuses the results of.
-var judgingPoints = []abiv1.Point{abiv1.Point_POINT_PRE_FILTER, abiv1.Point_POINT_FILTER, abiv1.Point_POINT_PRE_SCORE, abiv1.Point_POINT_SCORE}
+var judgingPoints = pointSet(abiv1.Point_POINT_PRE_FILTER, abiv1.Point_POINT_FILTER, abiv1.Point_POINT_PRE_SCORE, abiv1.Point_POINT_SCORE)
 
 // Signing returns how the version signs pods.
 func (p *Policy) Signing() Signing {
@@ -191,7 +191,7 @@ func (p *Policy) Signing() Signing {
 		return Signs
 	case p.view != nil:
 		return Declared
-	case !slices.ContainsFunc(judgingPoints, p.Implements):
+	case p.info.Points&judgingPoints == 0:
 		return Neutral
 	}
 	return Unsigned
