@@ -355,7 +355,8 @@ fuzz-long:
 ## every profile, TinyGo included (a case labelled slow would be left out; none is).
 ## bench-huge: the GPU mix at 15 000 nodes (bin/perf/huge), every profile, one round; not in CI.
 ## ROUNDS overrides the rounds; PERF_FLAGS adds test binary flags
-## (-test.cpuprofile=/abs/path, -perf-scheduling-label-filter=full,gpu).
+## (-test.cpuprofile=/abs/path, -measured-cpuprofile=/abs/path for the measured
+## part only, -perf-scheduling-label-filter=full,gpu).
 PERF_OUT   ?= $(BIN)/perf
 PERF_FLAGS ?=
 bench: $(TOOLS)/etcd

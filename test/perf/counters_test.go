@@ -2,6 +2,8 @@ package perf
 
 import (
 	"context"
+	"os"
+	"runtime/pprof"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -89,6 +91,10 @@ type counterWatch struct {
 	mu              sync.Mutex
 	start, measured *schedCounters
 	cancel          context.CancelFunc
+	// profile is the measured part's CPU profile while it is written
+	// (-measured-cpuprofile).
+	profile *os.File
+	stopped bool
 }
 
 // watchCounters starts a counterWatch for the workload tCtx runs.
@@ -113,10 +119,14 @@ func watchCounters(tCtx tContext) *counterWatch {
 			if !ok {
 				return
 			}
-			if c, err := gatherCounters(); err == nil {
-				w.mu.Lock()
+			c, err := gatherCounters()
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if err == nil {
 				w.measured = &c
-				w.mu.Unlock()
+			}
+			if *measuredProfile != "" && !w.stopped {
+				w.profile = startProfile(tCtx, *measuredProfile)
 			}
 		case <-ctx.Done():
 		}
@@ -128,6 +138,14 @@ func watchCounters(tCtx tContext) *counterWatch {
 // from the first measured pod on ("measured", when there was one).
 func (w *counterWatch) stop() map[string]schedCounters {
 	w.cancel()
+	w.mu.Lock()
+	w.stopped = true
+	if w.profile != nil {
+		pprof.StopCPUProfile()
+		_ = w.profile.Close()
+		w.profile = nil
+	}
+	w.mu.Unlock()
 	end, err := gatherCounters()
 	if err != nil || w.start == nil {
 		return nil
@@ -139,4 +157,19 @@ func (w *counterWatch) stop() map[string]schedCounters {
 		out["measured"] = end.since(*w.measured)
 	}
 	return out
+}
+
+// startProfile starts the CPU profile into path; nil (logged) if it cannot.
+func startProfile(tCtx tContext, path string) *os.File {
+	f, err := os.Create(path)
+	if err != nil {
+		tCtx.Logf("measured-cpuprofile: %v", err)
+		return nil
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		tCtx.Logf("measured-cpuprofile: %v (-test.cpuprofile set as well?)", err)
+		_ = f.Close()
+		return nil
+	}
+	return f
 }
