@@ -2,9 +2,11 @@ package perf
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"runtime/pprof"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -81,7 +83,7 @@ func (c schedCounters) since(earlier schedCounters) schedCounters {
 	return schedCounters{Batch: sub(c.Batch, earlier.Batch), Flushed: sub(c.Flushed, earlier.Flushed), Incoming: sub(c.Incoming, earlier.Incoming), Attempts: sub(c.Attempts, earlier.Attempts)}
 }
 
-// measuredNamespace is where the GPU and Churn workloads create their
+// measuredNamespace is where the workloads but Quota create their
 // measured pods.
 const measuredNamespace = "measure"
 
@@ -107,6 +109,9 @@ func watchCounters(tCtx tContext) *counterWatch {
 	}
 	ctx, cancel := context.WithCancel(tCtx)
 	w.cancel = cancel
+	if w.start != nil {
+		go w.failOnErrors(ctx, tCtx)
+	}
 	watch, err := tCtx.Client().CoreV1().Pods(measuredNamespace).Watch(ctx, metav1.ListOptions{})
 	if err != nil {
 		tCtx.Logf("watch the measured pods: %v", err)
@@ -132,6 +137,36 @@ func watchCounters(tCtx tContext) *counterWatch {
 		}
 	}()
 	return w
+}
+
+// maxAttemptErrors is how many scheduling attempts of a workload may end in
+// an error (a policy call failing, timing out) before the workload is
+// stopped. A policy that fails every attempt of a pod makes the scheduler
+// retry it forever and the workload wait for it until its timeout (an
+// hour at 5000 nodes); a healthy run has none, or a few at warm-up.
+const maxAttemptErrors = 100
+
+// failOnErrors cancels the workload, saying why, once more than
+// maxAttemptErrors of its scheduling attempts ended in an error. It reads
+// the counters every few seconds until ctx ends.
+func (w *counterWatch) failOnErrors(ctx context.Context, tCtx tContext) {
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		c, err := gatherCounters()
+		if err != nil {
+			continue
+		}
+		if n := c.Attempts["error"] - w.start.Attempts["error"]; n > maxAttemptErrors {
+			tCtx.Cancel(fmt.Sprintf("%.0f scheduling attempts ended in an error (the scheduler's \"Error scheduling pod\" lines say why): the workload cannot finish", n))
+			return
+		}
+	}
 }
 
 // stop returns the counters' changes over the whole workload ("run") and
