@@ -139,19 +139,26 @@ func watchCounters(tCtx tContext) *counterWatch {
 	return w
 }
 
-// maxAttemptErrors is how many scheduling attempts of a workload may end in
-// an error (a policy call failing, timing out) before the workload is
-// stopped. A policy that fails every attempt of a pod makes the scheduler
-// retry it forever and the workload wait for it until its timeout (an
-// hour at 5000 nodes); a healthy run has none, or a few at warm-up.
-const maxAttemptErrors = 100
+// maxAttemptErrors is how many scheduling attempts may end in an error
+// with no pod scheduled for stallTime before the workload is stopped. A
+// policy that fails every attempt of a pod makes the scheduler retry it
+// forever and the workload wait for it until its timeout (an hour at 5000
+// nodes). Errors while pods still get scheduled are no such stall: Churn
+// deletes pods the scheduler is binding (their binding fails, "context
+// canceled"), hundreds in a run.
+const (
+	maxAttemptErrors = 100
+	stallTime        = time.Minute
+)
 
 // failOnErrors cancels the workload, saying why, once more than
-// maxAttemptErrors of its scheduling attempts ended in an error. It reads
-// the counters every few seconds until ctx ends.
+// maxAttemptErrors scheduling attempts ended in an error and no pod was
+// scheduled for stallTime. It reads the counters every few seconds until
+// ctx ends.
 func (w *counterWatch) failOnErrors(ctx context.Context, tCtx tContext) {
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
+	scheduled, errors, progress := w.start.Attempts["scheduled"], w.start.Attempts["error"], time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -162,8 +169,12 @@ func (w *counterWatch) failOnErrors(ctx context.Context, tCtx tContext) {
 		if err != nil {
 			continue
 		}
-		if n := c.Attempts["error"] - w.start.Attempts["error"]; n > maxAttemptErrors {
-			tCtx.Cancel(fmt.Sprintf("%.0f scheduling attempts ended in an error (the scheduler's \"Error scheduling pod\" lines say why): the workload cannot finish", n))
+		if c.Attempts["scheduled"] > scheduled {
+			scheduled, errors, progress = c.Attempts["scheduled"], c.Attempts["error"], time.Now()
+			continue
+		}
+		if n := c.Attempts["error"] - errors; n > maxAttemptErrors && time.Since(progress) > stallTime {
+			tCtx.Cancel(fmt.Sprintf("no pod scheduled for %v while %.0f scheduling attempts ended in an error (the scheduler's \"Error scheduling pod\" lines say why): the workload cannot finish", time.Since(progress).Round(time.Second), n))
 			return
 		}
 	}

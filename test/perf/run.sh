@@ -14,7 +14,11 @@
 # Why a process per run: in one process, the runs after the first are
 # slower by up to a third (the earlier API servers' memory and goroutines
 # are still being collected), so whichever profile ran first looked faster.
-# Each round still alternates the order of the profiles.
+# Each round still rotates the order of the profiles by one, so that over
+# as many rounds as profiles each runs once in every position: with the
+# order reversed every other round, the middle profile was always in the
+# middle, and one invocation put wasm-go behind native in every round it
+# followed it.
 set -euo pipefail
 
 out=$1 filter=$2 rounds=$3 timeout=$4
@@ -41,11 +45,8 @@ bin=$out/perf.test
 
 for w in $workloads; do
 	for ((r = 1; r <= rounds; r++)); do
-		order=("${wanted[@]}")
-		if ((r % 2 == 0)); then
-			order=()
-			for ((i = ${#wanted[@]} - 1; i >= 0; i--)); do order+=("${wanted[i]}"); done
-		fi
+		order=()
+		for ((i = 0; i < ${#wanted[@]}; i++)); do order+=("${wanted[(i + r - 1) % ${#wanted[@]}]}"); done
 		for p in "${order[@]}"; do
 			dir=$out/$w-$p-$r
 			mkdir -p "$dir"
