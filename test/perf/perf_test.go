@@ -29,11 +29,11 @@ import (
 
 var rounds = flag.Int("rounds", 1, "how many times to run every profile (alternating the order)")
 
-// measuredProfile, when set, is where a workload with measured pods writes
-// the CPU profile of its measured part: from its first measured pod to its
-// end. -test.cpuprofile profiles the whole process, set-up included (the
-// Churn workload's pending pods, the nodes' creation). Run one workload
-// per process: each overwrites the file.
+// measuredProfile, when set, is where a workload with a measure namespace
+// (GPU, Churn, Gang) writes the CPU profile of its measured part: from its
+// first pod there to its end. -test.cpuprofile profiles the whole
+// process, set-up included (the Churn workload's pending pods, the nodes'
+// creation). Run one workload per process: each overwrites the file.
 var measuredProfile = flag.String("measured-cpuprofile", "", "write the CPU profile of the measured part of the workload to this file")
 
 func TestMain(m *testing.M) { testwasm.Main(m, initTests) }
