@@ -35,3 +35,11 @@ func BenchmarkNodeInfo(b *testing.B) {
 		})
 	}
 }
+
+func BenchmarkPod(b *testing.B) {
+	pod := placedPods()[0]
+	b.ReportAllocs()
+	for b.Loop() {
+		convert.Pod(pod)
+	}
+}

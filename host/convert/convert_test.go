@@ -104,10 +104,39 @@ func mustMarshal(t *testing.T, m interface{ MarshalVT() ([]byte, error) }) []byt
 func TestPodRequests(t *testing.T) {
 	always := v1.ContainerRestartPolicyAlways
 	tests := []struct {
-		name string
-		spec v1.PodSpec
-		want string
+		name   string
+		spec   v1.PodSpec
+		status v1.PodStatus
+		want   string
 	}{
+		{
+			// The common pod: its container's requests, read directly.
+			name: "one container",
+			spec: v1.PodSpec{Containers: []v1.Container{
+				container("a", list("cpu", "250m", "memory", "1Gi", "ephemeral-storage", "2Gi", string(gpu), "2"), list(string(gpu), "2")),
+			}},
+			want: fmt.Sprintf("cpu=250 mem=%d eph=%d pods=0 nvidia.com/gpu=2", gi, 2*gi),
+		},
+		{
+			// A running pod being resized: the scheduler charges the larger
+			// of what its spec asks and what the node allocated.
+			name: "one container, allocated above its spec",
+			spec: v1.PodSpec{Containers: []v1.Container{container("a", list("cpu", "100m", "memory", "64Mi"), nil)}},
+			status: v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{
+				{Name: "a", AllocatedResources: list("cpu", "300m", "memory", "64Mi")},
+			}},
+			want: fmt.Sprintf("cpu=300 mem=%d eph=0 pods=0", 64*mi),
+		},
+		{
+			// An infeasible resize: what the node allocated, not the spec.
+			name: "one container, resize infeasible",
+			spec: v1.PodSpec{Containers: []v1.Container{container("a", list("cpu", "500m"), nil)}},
+			status: v1.PodStatus{
+				Conditions:        []v1.PodCondition{{Type: v1.PodResizePending, Reason: v1.PodReasonInfeasible}},
+				ContainerStatuses: []v1.ContainerStatus{{Name: "a", AllocatedResources: list("cpu", "200m")}},
+			},
+			want: "cpu=200 mem=0 eph=0 pods=0",
+		},
 		{
 			// Per resource: max(sum of containers, largest init) + overhead.
 			// cpu: max(100+200, 500)+10; memory: max(100+200, 400)+10 Mi;
@@ -165,6 +194,7 @@ func TestPodRequests(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := podWith("p", tt.spec)
+			pod.Status = tt.status
 			if got := resStr(convert.Pod(pod).Requests); got != tt.want {
 				t.Errorf("Pod().Requests = %s, want %s", got, tt.want)
 			}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	fwk "k8s.io/kube-scheduler/framework"
@@ -11,15 +12,22 @@ import (
 // scheduler's own batching reuses a cycle's results for at most 500 ms.
 const maxMemoAge = 500 * time.Millisecond
 
-// scoreMemo is the raw scores a version gave the nodes of one cycle, for a
-// pod signature. It is never changed once stored.
+// scoreMemo is the raw scores a version gave the nodes of the last cycle
+// scored through it, for a pod signature, by node handle: an entry belongs
+// to that cycle when it carries the cycle's number (seq), so a cycle
+// stores its scores without clearing the others and looks them up without
+// hashing more than each node's name once.
 type scoreMemo struct {
+	mu        sync.Mutex
 	signature string
 	at        time.Time
-	nodes     map[string]memoScore
+	seq       uint64 // the last cycle's number; 0 before the first
+	entries   []memoScore
+	handles   []int32 // scratch: the handles of a cycle's nodes
 }
 
 type memoScore struct {
+	seq        uint64
 	generation int64
 	raw        int64
 }
@@ -33,36 +41,38 @@ type memoScore struct {
 // the scheduler reuses a cycle's results for the next pod of the same
 // signature (opportunistic batching), it scores its cached nodes again,
 // all but one unchanged: the guest scores that one. Other versions get
-// ScoreAll. Calls come from one scheduling cycle at a time.
+// ScoreAll.
 func (p *Policy) ScoreAllMemo(ctx context.Context, c *Cycle, nodes []fwk.NodeInfo) (Scores, error) {
 	if !p.scoresRaw || p.view == nil || len(nodes) == 0 {
 		return p.ScoreAll(ctx, c, nodes)
 	}
 	sig := c.signature(p.view)
 	now := time.Now()
+	memo := &p.memo
+	memo.mu.Lock()
+	defer memo.mu.Unlock()
+	hs := memo.handles[:0]
+	for _, ni := range nodes {
+		hs = append(hs, p.handles.get(ni.Node().Name))
+	}
+	memo.handles = hs
+	reuse := memo.seq != 0 && memo.signature == sig && now.Sub(memo.at) < maxMemoAge
 	var missing []int
-	prev := p.memo.Load()
-	if prev != nil && prev.signature == sig && now.Sub(prev.at) < maxMemoAge {
+	if reuse {
 		for i, ni := range nodes {
-			if m, ok := prev.nodes[ni.Node().Name]; !ok || m.generation != ni.GetGeneration() {
+			if h := int(hs[i]); h >= len(memo.entries) || memo.entries[h].seq != memo.seq || memo.entries[h].generation != ni.GetGeneration() {
 				missing = append(missing, i)
 			}
 		}
-		if len(missing) > len(nodes)/2 {
-			missing = nil
-			prev = nil
-		}
-	} else {
-		prev = nil
+		reuse = len(missing) <= len(nodes)/2
 	}
 	ask := nodes
-	if prev != nil {
+	if reuse {
 		ask = make([]fwk.NodeInfo, len(missing))
 		for k, i := range missing {
 			ask[k] = nodes[i]
 		}
 	}
-	res := Scores{Bad: -1, Status: success}
 	var raw []int64
 	if len(ask) > 0 {
 		asked, err := p.scoreNodes(ctx, c, ask, true)
@@ -70,7 +80,7 @@ func (p *Policy) ScoreAllMemo(ctx context.Context, c *Cycle, nodes []fwk.NodeInf
 			return Scores{Bad: -1}, err
 		}
 		if asked.Bad >= 0 {
-			if prev != nil && asked.Bad < len(missing) {
+			if reuse {
 				asked.Bad = missing[asked.Bad]
 			}
 			return asked, nil
@@ -78,22 +88,24 @@ func (p *Policy) ScoreAllMemo(ctx context.Context, c *Cycle, nodes []fwk.NodeInf
 		raw = asked.Values
 	}
 	values := raw
-	if prev != nil {
+	if reuse {
 		values = make([]int64, len(nodes))
-		for i, ni := range nodes {
-			values[i] = prev.nodes[ni.Node().Name].raw
+		for i, h := range hs {
+			values[i] = memo.entries[h].raw
 		}
 		for k, i := range missing {
 			values[i] = raw[k]
 		}
 	}
-	memo := &scoreMemo{signature: sig, at: now, nodes: make(map[string]memoScore, len(nodes))}
-	for i, ni := range nodes {
-		memo.nodes[ni.Node().Name] = memoScore{generation: ni.GetGeneration(), raw: values[i]}
+	if n := int(p.handles.size()); n > len(memo.entries) {
+		memo.entries = append(memo.entries, make([]memoScore, n-len(memo.entries))...)
 	}
-	p.memo.Store(memo)
-	res.Values = values
-	return res, nil
+	memo.seq++
+	memo.signature, memo.at = sig, now
+	for i, ni := range nodes {
+		memo.entries[hs[i]] = memoScore{seq: memo.seq, generation: ni.GetGeneration(), raw: values[i]}
+	}
+	return Scores{Bad: -1, Status: success, Values: values}, nil
 }
 
 // signature is the cycle's pod as a version that declared view sees it,

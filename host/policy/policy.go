@@ -79,7 +79,7 @@ type Policy struct {
 	scoresNodes, scoresRaw, normalizesRaw bool
 	// memo is the raw scores of the last cycle scored through it
 	// (memo.go).
-	memo atomic.Pointer[scoreMemo]
+	memo scoreMemo
 	// usage: a node whose object did not change is sent as a NodeUsage.
 	usage bool
 

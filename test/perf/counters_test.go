@@ -83,8 +83,8 @@ func (c schedCounters) since(earlier schedCounters) schedCounters {
 	return schedCounters{Batch: sub(c.Batch, earlier.Batch), Flushed: sub(c.Flushed, earlier.Flushed), Incoming: sub(c.Incoming, earlier.Incoming), Attempts: sub(c.Attempts, earlier.Attempts)}
 }
 
-// measuredNamespace is where the GPU, Churn and Gang workloads create their
-// measured pods (Basic and Quota create them elsewhere).
+// measuredNamespace is where the GPU, Basic, Churn and Gang workloads create their
+// measured pods (Quota creates them in its tenants' namespaces).
 const measuredNamespace = "measure"
 
 // counterWatch reads the counters at the start of a workload, when its

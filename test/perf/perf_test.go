@@ -410,6 +410,7 @@ var workloads = template.Must(template.New("workloads").Parse(`
   - opcode: createPods
     signatureBatchSize: 1000000
     countParam: $measurePods
+    namespace: measure
     collectMetrics: true
   workloads:
   - name: 500Nodes
