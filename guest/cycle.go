@@ -21,6 +21,8 @@ type Cycle struct {
 
 	restricted bool
 	restrict   []string
+	// scoresFinal: SkipNormalizeScore was called.
+	scoresFinal bool
 	// in holds the nodes EachNode and NodeByName read: the instance's
 	// resident snapshot, or for a cycle from NewCycle, its own.
 	in *instance
@@ -40,6 +42,15 @@ func (c *Cycle) RestrictNodes(names ...string) {
 	c.restricted = true
 	c.restrict = append(c.restrict, names...)
 }
+
+// SkipNormalizeScore says, from PreFilter, that this pod's raw scores are
+// final (each in 0..100): NormalizeScore would leave them as they are, so
+// it is not called in this cycle, and the scheduler does not send it the
+// scored nodes. A policy that normalises only some pods (those requesting
+// a GPU, say) saves a call over every scored node for the others; when the
+// scheduler batches pods, each batched pod rescores the hundreds of nodes
+// it cached.
+func (c *Cycle) SkipNormalizeScore() { c.scoresFinal = true }
 
 // EachNode calls fn for every node resident in the instance, in handle
 // order, until fn returns false. The data is current for the cycle when the

@@ -50,6 +50,9 @@ type instance struct {
 	lastReasons []string
 	info        *abiv1.PolicyInfo
 	pending     marshaler
+	// cycleFlags: the host reads CycleFlag bits in wasmsched_cycle's
+	// answer (InitRequest.cycle_flags).
+	cycleFlags bool
 }
 
 var inst = &instance{}
@@ -142,6 +145,7 @@ func (in *instance) init(n uint32) uint32 {
 	if req.HostAbiVersion != ABIVersion {
 		return fail("host speaks ABI version " + itoa(int64(req.HostAbiVersion)) + ", this policy speaks ABI version " + itoa(ABIVersion))
 	}
+	in.cycleFlags = req.CycleFlags
 	if in.policy.Settings != nil {
 		if err := in.policy.Settings(req.Settings); err != nil {
 			return fail(err.Error())
@@ -323,13 +327,23 @@ func (in *instance) startCycle(n uint32) uint32 {
 		return uint32(Success)
 	}
 	s := in.policy.PreFilter(c)
+	var flags uint32
+	if c.scoresFinal && in.cycleFlags {
+		flags = uint32(abiv1.CycleFlag_CYCLE_FLAG_SCORES_FINAL)
+	}
 	if !c.restricted {
-		return in.status(s)
+		return in.status(s) | flags
 	}
 	in.setResult(s)
 	in.result.NodeSubset = true
 	in.result.NodeNames = c.restrict
-	return uint32(s.Code)
+	return uint32(s.Code) | flags
+}
+
+// normalizes reports whether NormalizeScore runs in the current cycle: the
+// policy has one and did not skip it (Cycle.SkipNormalizeScore).
+func (in *instance) normalizes() bool {
+	return in.policy.NormalizeScore != nil && (in.cycle == nil || !in.cycle.scoresFinal)
 }
 
 // needCycle reports (by returning a non-zero code) a call made outside a
@@ -457,7 +471,7 @@ func (in *instance) scoreNodes(n uint32, normalize bool) (Code, uint32) {
 		}
 		scores[i].Score = v
 	}
-	if normalize && p.NormalizeScore != nil {
+	if normalize && in.normalizes() {
 		if code := in.status(p.NormalizeScore(in.cycle, scores)); code != uint32(Success) {
 			return Code(code), n
 		}
@@ -495,8 +509,8 @@ func (in *instance) normalizeScores(n uint32) (Code, uint32) {
 		}
 		scores[i] = NodeScore{Node: node, Score: int64(binary.LittleEndian.Uint64(raw[8*i:]))}
 	}
-	if p := in.policy; p.NormalizeScore != nil {
-		if code := in.status(p.NormalizeScore(in.cycle, scores)); code != uint32(Success) {
+	if in.normalizes() {
+		if code := in.status(in.policy.NormalizeScore(in.cycle, scores)); code != uint32(Success) {
 			clear(scores)
 			return Code(code), n
 		}
@@ -559,7 +573,7 @@ func (in *instance) call(point, n uint32) uint32 {
 			scores[i].Score = s.Score
 		}
 		s := OK()
-		if p.NormalizeScore != nil {
+		if in.normalizes() {
 			s = p.NormalizeScore(in.cycle, scores)
 		}
 		in.setResult(s)

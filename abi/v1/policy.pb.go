@@ -181,6 +181,36 @@ func (x Point) Enum() *Point {
 	return p
 }
 
+// CycleFlag is a bit a guest may set, above the status code, in the answer
+// of wasmsched_cycle when InitRequest.cycle_flags is set.
+type CycleFlag int32
+
+const (
+	CycleFlag_CYCLE_FLAG_NONE CycleFlag = 0
+	// The cycle's raw scores are final, in 0..100: NormalizeScore would leave
+	// them as they are for this pod, and the host does not call it in this
+	// cycle.
+	CycleFlag_CYCLE_FLAG_SCORES_FINAL CycleFlag = 256
+)
+
+// Enum value maps for CycleFlag.
+var (
+	CycleFlag_name = map[int32]string{
+		0:   "CYCLE_FLAG_NONE",
+		256: "CYCLE_FLAG_SCORES_FINAL",
+	}
+	CycleFlag_value = map[string]int32{
+		"CYCLE_FLAG_NONE":         0,
+		"CYCLE_FLAG_SCORES_FINAL": 256,
+	}
+)
+
+func (x CycleFlag) Enum() *CycleFlag {
+	p := new(CycleFlag)
+	*p = x
+	return p
+}
+
 // Resources are quantities in canonical integer units: milli-CPU, bytes, and
 // plain counts for everything else.
 type Resources struct {
@@ -1796,6 +1826,10 @@ type InitRequest struct {
 	PolicyName string `protobuf:"bytes,2,opt,name=policy_name,json=policyName,proto3" json:"policy_name,omitempty"`
 	// Operator settings, JSON, exactly as configured (empty when none).
 	Settings []byte `protobuf:"bytes,3,opt,name=settings,proto3" json:"settings,omitempty"`
+	// The host reads CycleFlag bits above the status code in the answer of
+	// wasmsched_cycle (the code is the low 8 bits). A guest sets none unless
+	// this is set.
+	CycleFlags bool `protobuf:"varint,4,opt,name=cycle_flags,json=cycleFlags,proto3" json:"cycle_flags,omitempty"`
 }
 
 func (x *InitRequest) ProtoReflect() protoreflect.Message {
@@ -1821,6 +1855,13 @@ func (x *InitRequest) GetSettings() []byte {
 		return x.Settings
 	}
 	return nil
+}
+
+func (x *InitRequest) GetCycleFlags() bool {
+	if x != nil {
+		return x.CycleFlags
+	}
+	return false
 }
 
 // PolicyInfo is the guest's answer to InitRequest.

@@ -2338,6 +2338,16 @@ func (m *InitRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.CycleFlags {
+		i--
+		if m.CycleFlags {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x20
+	}
 	if len(m.Settings) > 0 {
 		i -= len(m.Settings)
 		copy(dAtA[i:], m.Settings)
@@ -4577,6 +4587,9 @@ func (m *InitRequest) SizeVT() (n int) {
 	l = len(m.Settings)
 	if l > 0 {
 		n += 1 + l + sov(uint64(l))
+	}
+	if m.CycleFlags {
+		n += 2
 	}
 	n += len(m.unknownFields)
 	return n
@@ -11341,6 +11354,26 @@ func (m *InitRequest) UnmarshalVT(dAtA []byte) error {
 				m.Settings = []byte{}
 			}
 			iNdEx = postIndex
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CycleFlags", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.CycleFlags = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := skip(dAtA[iNdEx:])

@@ -24,7 +24,7 @@ func New(s Settings) (*Policy, error) {
 
 // PreFilter parses the pod once per cycle into Cycle.State. It rejects a
 // GPU pod with a malformed annotation on every node at once, and tells the
-// host to skip Filter for a pod that requests no GPU.
+// host to skip Filter and NormalizeScore for a pod that requests no GPU.
 func (p *Policy) PreFilter(c *guest.Cycle) guest.Status {
 	r := parseRequest(c.Pod)
 	c.State = r
@@ -32,6 +32,8 @@ func (p *Policy) PreFilter(c *guest.Cycle) guest.Status {
 	case r.invalid.Code != 0:
 		return r.invalid
 	case r.gpus == 0:
+		// Score's answers for a pod without GPUs are final.
+		c.SkipNormalizeScore()
 		return guest.SkipPoint()
 	}
 	return guest.OK()

@@ -124,7 +124,8 @@ func (c *Cycle) NormalizeScore(ctx context.Context, names []string) ([]int64, *S
 		}
 		// The final scores come from the guest's NormalizeScore when it has
 		// one (run here, or already in PreScore's batch).
-		guestNormalizes := e.Version.Implements(abiv1.Point_POINT_NORMALIZE_SCORE)
+		// A guest that flagged the cycle's raw scores final is not asked.
+		guestNormalizes := e.Version.Implements(abiv1.Point_POINT_NORMALIZE_SCORE) && !e.Version.ScoresFinal(c.Policy)
 		call := "score"
 		if guestNormalizes {
 			call = "normalize_score"

@@ -108,7 +108,7 @@ func TestGoodGuest(t *testing.T) {
 	if code, err := in.Sync([]byte{0x0a, 0x00}); err != nil || code != abiv1.Code_CODE_SUCCESS {
 		t.Fatalf("Sync = %v, %v", code, err)
 	}
-	if code, err := in.Cycle(nil); err != nil || code != abiv1.Code_CODE_SUCCESS {
+	if code, _, err := in.Cycle(nil); err != nil || code != abiv1.Code_CODE_SUCCESS {
 		t.Fatalf("Cycle = %v, %v", code, err)
 	}
 	if code, _, err := in.Filter(2); err != nil || code != abiv1.Code_CODE_SUCCESS {

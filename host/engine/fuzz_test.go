@@ -136,7 +136,7 @@ func FuzzGuestAnswers(f *testing.F) {
 			t.Fatalf("score_nodes: %v at node %d of %d", code, bad, len(hs))
 		}
 		rewrite()
-		code, err = in.Cycle([]byte("pod"))
+		code, _, err = in.Cycle([]byte("pod"))
 		check(t, in, "cycle", err)
 		checkCode(t, "cycle", code, err)
 		rewrite()

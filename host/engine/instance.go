@@ -284,7 +284,7 @@ func (in *Instance) code(call string, v uint64) (abiv1.Code, error) {
 // that rejects its settings answers with a non-success code and reasons,
 // which Init returns as a *CallError of KindRejected.
 func (in *Instance) Init(policyName string, settings []byte) (*abiv1.PolicyInfo, error) {
-	req := Marshal(&abiv1.InitRequest{HostAbiVersion: ABIVersion, PolicyName: policyName, Settings: settings})
+	req := Marshal(&abiv1.InitRequest{HostAbiVersion: ABIVersion, PolicyName: policyName, Settings: settings, CycleFlags: true})
 	n, err := in.write("init", req)
 	if err != nil {
 		return nil, err
@@ -384,9 +384,22 @@ func (in *Instance) Sync(req []byte) (abiv1.Code, error) {
 	return in.send("sync", exportSync, req, in.m.cfg.InitTimeout)
 }
 
-// Cycle sends a marshalled CycleRequest; the code is PreFilter's.
-func (in *Instance) Cycle(req []byte) (abiv1.Code, error) {
-	return in.send("cycle", exportCycle, req, in.m.cfg.CallTimeout)
+// Cycle sends a marshalled CycleRequest; the code is PreFilter's, and
+// scoresFinal the guest's CYCLE_FLAG_SCORES_FINAL: its raw scores need no
+// NormalizeScore in this cycle. Flag bits this host does not know are
+// ignored.
+func (in *Instance) Cycle(req []byte) (code abiv1.Code, scoresFinal bool, err error) {
+	n, err := in.write("cycle", req)
+	if err != nil {
+		return abiv1.Code_CODE_INVALID, false, err
+	}
+	in.stack[0] = uint64(n)
+	v, err := in.invoke("cycle", exportCycle, in.m.cfg.CallTimeout)
+	if err != nil {
+		return abiv1.Code_CODE_INVALID, false, err
+	}
+	code, err = in.code("cycle", v&0xff)
+	return code, err == nil && uint32(v)&uint32(abiv1.CycleFlag_CYCLE_FLAG_SCORES_FINAL) != 0, err
 }
 
 // Call sends a marshalled request for one of the message-carrying points.

@@ -163,12 +163,18 @@ type NodeScore struct {
 }
 
 // NormalizeScore has the guest rewrite scores in place. Every node named
-// must have been scored (and so synced) in this cycle.
+// must have been scored (and so synced) in this cycle. When the guest
+// flagged the cycle's raw scores final (ScoresFinal) it is not called and
+// the scores stay as they are.
 func (p *Policy) NormalizeScore(ctx context.Context, c *Cycle, nodes []fwk.NodeInfo, scores []NodeScore) (Status, error) {
 	var s Status
 	err := p.with(ctx, "normalize_score", func(m *member) error {
 		if err := p.prepare(m, c); err != nil {
 			return err
+		}
+		if m.scoresFinal {
+			s = success
+			return nil
 		}
 		if p.normalizesRaw {
 			return p.normalizeScores(m, nodes, scores, &s)

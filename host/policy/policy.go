@@ -130,8 +130,10 @@ type member struct {
 	// object stays the same, a new generation is only new usage.
 	objs  []*v1.Node
 	cycle uint64 // cycle whose pod is installed; 0 = none
-	// cycleCode is PreFilter's verdict for that cycle.
-	cycleCode abiv1.Code
+	// cycleCode is PreFilter's verdict for that cycle; scoresFinal is set
+	// when the guest flagged its raw scores final (no NormalizeScore).
+	cycleCode   abiv1.Code
+	scoresFinal bool
 	// The last Filter rejection fetched: its sequence number and status.
 	rejectSeq uint32
 	rejected  Status

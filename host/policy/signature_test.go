@@ -182,3 +182,63 @@ func TestSignNeutral(t *testing.T) {
 		t.Fatalf("probe Signing = %v, InPodCycles = %v, want Unsigned and true", p.Signing(), p.InPodCycles())
 	}
 }
+
+// A policy that says from PreFilter that a pod's raw scores are final
+// (Cycle.SkipNormalizeScore: the gpu example for a pod without GPUs) is not
+// asked to normalise them, and they stay as Score gave them; a GPU pod's
+// scores are normalised by the guest.
+func TestSkipNormalizeScore(t *testing.T) {
+	p, err := Load(ctx, Options{Name: "gpu", Wasm: testwasm.Bytes(t, "examples/gpu"), MaxInstances: 1})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	t.Cleanup(func() { _ = p.Close(ctx) })
+	gpuNode := func(name, gpus string) fwk.NodeInfo {
+		ni := mkNode(name, nil)
+		ni.Node().Status.Allocatable["nvidia.com/gpu"] = resource.MustParse(gpus)
+		ni.SetNode(ni.Node())
+		return ni
+	}
+	nodes := []fwk.NodeInfo{gpuNode("g8", "8"), gpuNode("g4", "4"), mkNode("cpu", nil)}
+	normalizeCalls := func() (calls int64) {
+		for _, g := range p.Stats().Guest {
+			if g.Export == "normalize_scores" {
+				calls += g.Calls
+			}
+		}
+		return calls
+	}
+	score := func(pod *v1.Pod, nodes []fwk.NodeInfo) (final bool, scores []int64, normalized int64) {
+		t.Helper()
+		before := normalizeCalls()
+		c := NewCycle(pod, nodes)
+		if _, err := p.PreFilter(ctx, c); err != nil {
+			t.Fatalf("PreFilter: %v", err)
+		}
+		res, err := p.ScoreAllMemo(ctx, c, nodes)
+		if err != nil || res.Bad >= 0 || res.Normalized {
+			t.Fatalf("ScoreAllMemo: %+v %v, want raw scores", res, err)
+		}
+		ns := make([]NodeScore, len(nodes))
+		for i, ni := range nodes {
+			ns[i] = NodeScore{Name: ni.Node().Name, Score: res.Values[i]}
+		}
+		if s, err := p.NormalizeScore(ctx, c, nodes, ns); err != nil || !s.IsSuccess() {
+			t.Fatalf("NormalizeScore: %v %v", s, err)
+		}
+		for _, s := range ns {
+			scores = append(scores, s.Score)
+		}
+		return p.ScoresFinal(c), scores, normalizeCalls() - before
+	}
+	// Without GPUs: 0 on GPU nodes, 100 elsewhere (reserveGPUNodes), final.
+	if final, got, calls := score(mkPod("cpu-pod"), nodes); !final || !slices.Equal(got, []int64{0, 0, 100}) || calls != 0 {
+		t.Fatalf("pod without GPUs: final %v, scores %v, %d normalize calls; want final, [0 0 100], none", final, got, calls)
+	}
+	// One GPU on the GPU nodes: raw 7 and 3 GPUs left, binpacked to 0 and 100.
+	gpuPod := mkPod("gpu-pod")
+	gpuPod.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("1")
+	if final, got, calls := score(gpuPod, nodes[:2]); final || !slices.Equal(got, []int64{0, 100}) || calls != 1 {
+		t.Fatalf("GPU pod: final %v, scores %v, %d normalize calls; want not final, [0 100], one", final, got, calls)
+	}
+}

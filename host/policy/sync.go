@@ -42,6 +42,9 @@ type Cycle struct {
 	views sync.Map // *podView -> []byte
 	// sigs are the pod's signatures, by view (memo.go).
 	sigs sync.Map // *podView -> string
+	// final holds the versions whose guest flagged the cycle's raw scores
+	// final when the cycle was installed (Policy.ScoresFinal).
+	final sync.Map // *Policy -> struct{}
 
 	// released is set when the scheduling cycle ends: the scheduler reuses
 	// the snapshot's NodeInfos for the next cycle, so the binding phase
@@ -323,12 +326,24 @@ func (p *Policy) prepare(m *member, c *Cycle) error {
 	}
 	m.cycle = 0
 	p.stats.podsSent.Add(1)
-	code, err := m.in.Cycle(c.requestFor(p))
+	code, final, err := m.in.Cycle(c.requestFor(p))
 	if err != nil {
 		return err
 	}
-	m.cycle, m.cycleCode = c.ID, code
+	m.cycle, m.cycleCode, m.scoresFinal = c.ID, code, final
+	if final {
+		c.final.Store(p, struct{}{})
+	}
 	return nil
+}
+
+// ScoresFinal reports whether the guest said, when the cycle was installed
+// on one of its instances, that the cycle's raw scores are final
+// (CYCLE_FLAG_SCORES_FINAL, the SDK's Cycle.SkipNormalizeScore):
+// NormalizeScore would leave them as they are and need not be called.
+func (p *Policy) ScoresFinal(c *Cycle) bool {
+	_, ok := c.final.Load(p)
+	return ok
 }
 
 // detailError fetches the reasons of an unexpected non-success code.
