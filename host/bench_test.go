@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+	"github.com/wasmsched/wasmsched/host/clusterctx"
 	"github.com/wasmsched/wasmsched/host/policy"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
@@ -634,4 +636,68 @@ func gangNodes(n int) []fwk.NodeInfo {
 		nodes[i] = fresh
 	}
 	return nodes
+}
+
+// BenchmarkQuotaCycles runs PreFilter cycles of the quota example with the
+// Quota benchmark's shape (test/perf: 20 tenants with quotas in settings,
+// tenant usage synced to the guest), each after a binding changed one
+// tenant's usage, as in a scheduler placing pods one after the other. It
+// reports the CPU time per cycle, for the module built by Go and, when
+// installed, by TinyGo.
+func BenchmarkQuotaCycles(b *testing.B) {
+	builds := map[string]func(testing.TB, string) []byte{"go": testwasm.Bytes}
+	if os.Getenv(testwasm.EnvTinyGo) != "" || fileExists(filepath.Join(testwasm.Root(b), ".bin", "tinygo", "bin", "tinygo")) {
+		builds["tinygo"] = testwasm.TinyGoBytes
+	}
+	var quotas []string
+	for i := range 20 {
+		quotas = append(quotas, fmt.Sprintf(`"tenant-%d": {"min": {"cpu": "1000", "memory": "5Ti"}, "max": {"cpu": "2000", "memory": "10Ti"}, "weight": %d}`, i, i%4+1))
+	}
+	settings := `{"elasticQuotas": false, "quotas": {` + strings.Join(quotas, ", ") + `}}`
+	for _, name := range []string{"go", "tinygo"} {
+		build, ok := builds[name]
+		if !ok {
+			continue
+		}
+		b.Run(name, func(b *testing.B) {
+			p, err := policy.Load(ctx, policy.Options{Name: "quota", Wasm: build(b, "examples/quota"), Settings: []byte(settings), MaxInstances: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = p.Close(ctx) })
+			usage := clusterctx.NewUsage()
+			if err := p.Bind(&clusterctx.Binding{Usage: usage, Namespaces: true}); err != nil {
+				b.Fatal(err)
+			}
+			bound := 0
+			bind := func(tenant int) {
+				pod := realisticPod(bound)
+				pod.Namespace, pod.UID, pod.Spec.NodeName = fmt.Sprintf("tenant-%d", tenant), types.UID(fmt.Sprint("bound-", bound)), "node-0"
+				usage.Set(pod)
+				bound++
+			}
+			for i := range 1000 {
+				bind(i % 20)
+			}
+			nodes := gpuNodes(10)
+			cycle := func(i int) {
+				bind(i % 20)
+				pod := realisticPod(1)
+				pod.Namespace = fmt.Sprintf("tenant-%d", (i+7)%20)
+				if _, err := p.PreFilter(ctx, policy.NewCycle(pod, nodes)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for i := range 100 {
+				cycle(i)
+			}
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			for i := 0; i < b.N; i++ {
+				cycle(i)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/cycle")
+		})
+	}
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"slices"
+
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 	"github.com/wasmsched/wasmsched/guest"
 )
@@ -65,31 +67,56 @@ func (p *Policy) tenantOf(c *guest.Cycle, ns string) string {
 	return t
 }
 
+// roster is every tenant with a quota, with its position by name. Cycles
+// share it while what it was built from stays the same (owners: the tenant
+// of each ElasticQuota's namespace), and never change it.
+type roster struct {
+	eqs     []parsedEQ
+	owners  []string
+	tenants []tenant // used is nil
+	index   map[string]int
+	// bounds is the number of bounds over all quotas.
+	bounds int
+}
+
 // tenants returns every tenant with a quota: from the ElasticQuota objects
 // of its namespaces (summed), else from the settings.
-func (p *Policy) tenants(c *guest.Cycle) (map[string]*tenant, guest.Status) {
-	fromEQ := map[string]*quota{}
+func (p *Policy) tenants(c *guest.Cycle) (*roster, guest.Status) {
+	var eqs []parsedEQ
 	if p.readEQ {
-		eqs, s := p.elasticQuotas(c)
-		if !s.IsSuccess() {
+		var s guest.Status
+		if eqs, s = p.elasticQuotas(c); !s.IsSuccess() {
 			return nil, s
 		}
-		for _, e := range eqs {
-			t := p.tenantOf(c, e.namespace)
-			if t == "" {
-				continue
-			}
-			q := fromEQ[t]
-			if q == nil {
-				q = &quota{}
-				fromEQ[t] = q
-			}
-			q.add(e.quota)
+	}
+	if r := p.roster; r != nil && len(r.eqs) == len(eqs) && (len(eqs) == 0 || &r.eqs[0] == &eqs[0]) {
+		same := true
+		for i := 0; same && i < len(eqs); i++ {
+			same = p.tenantOf(c, eqs[i].namespace) == r.owners[i]
+		}
+		if same {
+			return r, guest.OK()
 		}
 	}
-	out := make(map[string]*tenant, len(fromEQ)+len(p.configured))
+	r := &roster{eqs: eqs, owners: make([]string, len(eqs)), index: map[string]int{}}
+	fromEQ := map[string]*quota{}
+	for i, e := range eqs {
+		t := p.tenantOf(c, e.namespace)
+		r.owners[i] = t
+		if t == "" {
+			continue
+		}
+		q := fromEQ[t]
+		if q == nil {
+			q = &quota{}
+			fromEQ[t] = q
+		}
+		q.add(e.quota)
+	}
 	add := func(name string, q *quota) {
-		out[name] = &tenant{name: name, quota: q, weight: p.weight(name), used: make([]int64, len(q.bounds))}
+		r.index[name] = len(r.tenants)
+		r.tenants = append(r.tenants, tenant{name: name, quota: q, weight: p.weight(name)})
+		r.bounds += len(q.bounds)
 	}
 	for name, q := range p.configured {
 		if fromEQ[name] == nil {
@@ -99,7 +126,8 @@ func (p *Policy) tenants(c *guest.Cycle) (map[string]*tenant, guest.Status) {
 	for name, q := range fromEQ {
 		add(name, q)
 	}
-	return out, guest.OK()
+	p.roster = r
+	return r, guest.OK()
 }
 
 // cycleState is what PreFilter computes for one cycle: every tenant's
@@ -108,9 +136,12 @@ func (p *Policy) tenants(c *guest.Cycle) (map[string]*tenant, guest.Status) {
 type cycleState struct {
 	// tenant is the pod's tenant; own its entry in tenants, nil when the
 	// tenant has no quota (the pod is not under quota).
-	tenant  string
-	own     *tenant
-	tenants map[string]*tenant
+	tenant string
+	own    *tenant
+	// tenants are the roster's tenants with their use in this cycle, by
+	// roster position (index); nil when the roster could not be built.
+	tenants []tenant
+	index   map[string]int
 	// verdict is PreFilter's; borrowed lists the positions in
 	// own.quota.bounds of the resources the pod borrows.
 	verdict  guest.Status
@@ -119,28 +150,48 @@ type cycleState struct {
 	changed bool
 }
 
+// lookup returns the tenant named name in the cycle, nil when it has no
+// quota.
+func (st *cycleState) lookup(name string) *tenant {
+	if i, ok := st.index[name]; ok {
+		return &st.tenants[i]
+	}
+	return nil
+}
+
 // prepare computes the cycle's state.
 func (p *Policy) prepare(c *guest.Cycle) *cycleState {
 	st := &cycleState{tenant: p.tenantOf(c, c.Pod.Namespace())}
-	tenants, s := p.tenants(c)
+	r, s := p.tenants(c)
 	if !s.IsSuccess() {
 		st.verdict = s
 		return st
 	}
-	st.tenants = tenants
+	// One allocation for the tenants and one for their use: this runs once
+	// per pod, and the roster's quotas are shared.
+	st.tenants, st.index = slices.Clone(r.tenants), r.index
+	if st.tenants == nil {
+		st.tenants = []tenant{}
+	}
+	used := make([]int64, r.bounds)
+	for i := range st.tenants {
+		t := &st.tenants[i]
+		t.used, used = used[:len(t.quota.bounds):len(t.quota.bounds)], used[len(t.quota.bounds):]
+	}
 	if p.tenantLabel == "" {
-		for name, t := range tenants {
-			t.addUsage(c.TenantUsage("", name), 1)
+		for i := range st.tenants {
+			t := &st.tenants[i]
+			t.addUsage(c.TenantUsage("", t.name), 1)
 		}
 	} else {
 		c.EachTenant("", func(ns string, used *abiv1.Resources) bool {
-			if t := tenants[p.tenantOf(c, ns)]; t != nil {
+			if t := st.lookup(p.tenantOf(c, ns)); t != nil {
 				t.addUsage(used, 1)
 			}
 			return true
 		})
 	}
-	st.own = tenants[st.tenant]
+	st.own = st.lookup(st.tenant)
 	st.verdict, st.borrowed = judge(c.Pod, st)
 	return st
 }
@@ -185,7 +236,8 @@ func judge(pod *guest.Pod, st *cycleState) (guest.Status, []int) {
 // the uses", the condition scheduler-plugins' CapacityScheduling checks.
 func (st *cycleState) lendable(name string, t *tenant) int64 {
 	var l int64
-	for _, u := range st.tenants {
+	for i := range st.tenants {
+		u := &st.tenants[i]
 		if u == t {
 			continue
 		}
@@ -248,7 +300,7 @@ func (p *Policy) change(c *guest.Cycle, pod *abiv1.PodSummary, sign int64) guest
 		return s
 	}
 	st.changed = true
-	if t := st.tenants[p.tenantOf(c, pod.GetNamespace())]; t != nil {
+	if t := st.lookup(p.tenantOf(c, pod.GetNamespace())); t != nil {
 		t.addUsage(pod.GetRequests(), sign)
 	}
 	return guest.OK()

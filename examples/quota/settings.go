@@ -78,6 +78,8 @@ type Policy struct {
 	// eqs are the ElasticQuota objects parsed, in the order Cycle.Objects
 	// gives them, with the resource version each was parsed at.
 	eqs []parsedEQ
+	// roster is the tenants with a quota as last built (tenants).
+	roster *roster
 }
 
 // New validates s and builds the policy. Errors name the offending field.

@@ -55,7 +55,7 @@ func (p *Policy) SelectVictims(c *guest.Cycle, n *guest.NodeInfo, pods []*abiv1.
 		if v.GetUid() == c.Pod.UID() {
 			continue
 		}
-		t := st.tenants[p.tenantOf(c, v.GetNamespace())]
+		t := st.lookup(p.tenantOf(c, v.GetNamespace()))
 		switch {
 		case st.own == nil:
 			if t != nil || v.GetPriority() >= c.Pod.Priority() {

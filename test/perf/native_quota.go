@@ -47,6 +47,12 @@ type QuotaNative struct {
 	weights    map[string]int64
 	maxWeight  int64
 	usage      *clusterctx.Usage
+	// roster is every tenant with a quota (used nil) and index its
+	// position by name, as the example's roster; bounds counts their
+	// bounds.
+	roster []quotaTenant
+	index  map[string]int
+	bounds int
 }
 
 var (
@@ -168,6 +174,12 @@ func newQuotaNative(raw []byte, usage *clusterctx.Usage) (*QuotaNative, error) {
 		}
 		pl.configured[t] = q
 	}
+	pl.index = map[string]int{}
+	for name, q := range pl.configured {
+		pl.index[name] = len(pl.roster)
+		pl.roster = append(pl.roster, quotaTenant{name: name, quota: q, weight: pl.weight(name)})
+		pl.bounds += len(q.bounds)
+	}
 	return pl, nil
 }
 
@@ -268,7 +280,8 @@ func (t *quotaTenant) addUsage(r *abiv1.Resources, sign int64) {
 // tenant's quota and use, the pod's tenant and requests, and the verdict.
 type quotaState struct {
 	own      *quotaTenant
-	tenants  map[string]*quotaTenant
+	tenants  []quotaTenant
+	index    map[string]int
 	requests *abiv1.Resources
 	verdict  *fwk.Status
 	borrowed []int
@@ -279,16 +292,22 @@ type quotaState struct {
 // clone's use, so the tenants are copied.
 func (s *quotaState) Clone() fwk.StateData {
 	c := *s
-	c.tenants = make(map[string]*quotaTenant, len(s.tenants))
-	for name, t := range s.tenants {
-		ct := *t
-		ct.used = slices.Clone(t.used)
-		c.tenants[name] = &ct
-		if t == s.own {
-			c.own = &ct
+	c.tenants = slices.Clone(s.tenants)
+	for i := range c.tenants {
+		c.tenants[i].used = slices.Clone(s.tenants[i].used)
+		if &s.tenants[i] == s.own {
+			c.own = &c.tenants[i]
 		}
 	}
 	return &c
+}
+
+// lookup returns the named tenant in the cycle, nil when it has no quota.
+func (s *quotaState) lookup(name string) *quotaTenant {
+	if i, ok := s.index[name]; ok {
+		return &s.tenants[i]
+	}
+	return nil
 }
 
 func quotaStateOf(cs fwk.CycleState) (*quotaState, *fwk.Status) {
@@ -309,13 +328,15 @@ func podQuotaRequests(pod *v1.Pod) *abiv1.Resources {
 // PreFilter computes the tenants' use and the pod's verdict, once per
 // cycle, and always leaves the state.
 func (pl *QuotaNative) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	st := &quotaState{tenants: make(map[string]*quotaTenant, len(pl.configured)), requests: podQuotaRequests(pod)}
-	for name, q := range pl.configured {
-		t := &quotaTenant{name: name, quota: q, weight: pl.weight(name), used: make([]int64, len(q.bounds))}
-		t.addUsage(pl.usage.Get("", name), 1)
-		st.tenants[name] = t
+	st := &quotaState{tenants: slices.Clone(pl.roster), index: pl.index, requests: podQuotaRequests(pod)}
+	used := make([]int64, pl.bounds)
+	for i := range st.tenants {
+		t := &st.tenants[i]
+		n := len(t.quota.bounds)
+		t.used, used = used[:n:n], used[n:]
+		t.addUsage(pl.usage.Get("", t.name), 1)
 	}
-	st.own = st.tenants[pod.Namespace]
+	st.own = st.lookup(pod.Namespace)
 	st.verdict, st.borrowed = st.judge()
 	cs.Write(quotaKey, st)
 	return nil, st.verdict
@@ -364,7 +385,8 @@ func (st *quotaState) judge() (*fwk.Status, []int) {
 // sum over those governing it of min - used.
 func (st *quotaState) lendable(name string, t *quotaTenant) int64 {
 	var l int64
-	for _, u := range st.tenants {
+	for i := range st.tenants {
+		u := &st.tenants[i]
 		if u == t {
 			continue
 		}
@@ -394,7 +416,7 @@ func (pl *QuotaNative) change(cs fwk.CycleState, pod *v1.Pod, sign int64) *fwk.S
 		return s
 	}
 	st.changed = true
-	if t := st.tenants[pod.Namespace]; t != nil {
+	if t := st.lookup(pod.Namespace); t != nil {
 		t.addUsage(podQuotaRequests(pod), sign)
 	}
 	return nil
