@@ -268,6 +268,12 @@ func TestTenantLabel(t *testing.T) {
 	cl.usage = usage("red-dev", int64(2000), "red-prod", int64(3000))
 	_, s = start(t, p, cl, podIn("red-prod", "p", 1000).Obj())
 	guesttest.CheckStatus(t, s, guest.OK())
+	// The unlabelled namespace joins red, its ElasticQuota unchanged: red's
+	// min and max grow by 100 cores, and the pod over its max of 6 fits.
+	objs[3] = namespace("loose", "red")
+	cl = cluster{objects: objs, usage: usage("red-dev", int64(2000), "red-prod", int64(3000), "blue-1", int64(1000))}
+	_, s = start(t, p, cl, podIn("red-dev", "p", 2000).Obj())
+	guesttest.CheckStatus(t, s, guest.OK())
 }
 
 // TestQuotaChange changes an ElasticQuota between cycles of one instance:
