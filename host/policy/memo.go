@@ -80,7 +80,7 @@ func (p *Policy) ScoreAllMemo(ctx context.Context, c *Cycle, nodes []fwk.NodeInf
 			return Scores{Bad: -1}, err
 		}
 		if asked.Bad >= 0 {
-			if reuse {
+			if reuse && asked.Bad < len(missing) {
 				asked.Bad = missing[asked.Bad]
 			}
 			return asked, nil
