@@ -154,6 +154,17 @@ func startBinary(t *testing.T, bin, name, config string, extra ...string) *repli
 		close(r.done)
 	}()
 	t.Cleanup(func() {
+		exited := r.exited()
+		if !exited && t.Failed() {
+			// Still running after a failure: have the Go runtime print
+			// every goroutine (SIGQUIT) before it exits, so that a wait
+			// that never ended shows what the scheduler was doing.
+			_ = r.cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-r.done:
+			case <-time.After(30 * time.Second):
+			}
+		}
 		select {
 		case <-r.done:
 		default:
@@ -162,10 +173,36 @@ func startBinary(t *testing.T, bin, name, config string, extra ...string) *repli
 		}
 		r.checkRaces()
 		if t.Failed() {
-			t.Logf("%s output (last 100 lines):\n%s", name, tail(r.out.String(), 100))
+			out := r.out.String()
+			if exited {
+				t.Logf("%s had exited before the test ended: %v", name, r.err)
+			}
+			log, dump := splitDump(out)
+			t.Logf("%s output (last 100 lines):\n%s", name, tail(log, 100))
+			if dump != "" {
+				t.Logf("%s goroutines in wasmsched's code at SIGQUIT:\n%s", name, dump)
+			}
 		}
 	})
 	return r
+}
+
+// splitDump separates the goroutine dump a Go process prints when it gets
+// SIGQUIT from the log before it, and keeps of the dump only the goroutines
+// with a frame in wasmsched's own packages (a kube-scheduler has hundreds
+// of goroutines, nearly all client-go's and the framework's).
+func splitDump(out string) (log, dump string) {
+	i := strings.Index(out, "SIGQUIT: quit")
+	if i < 0 {
+		return out, ""
+	}
+	var kept []string
+	for _, g := range strings.Split(out[i:], "\n\n") {
+		if strings.HasPrefix(g, "goroutine ") && strings.Contains(g, "github.com/wasmsched/wasmsched/") {
+			kept = append(kept, g)
+		}
+	}
+	return out[:i], strings.Join(kept, "\n\n")
 }
 
 func tail(s string, n int) string {
