@@ -327,17 +327,23 @@ func (in *instance) startCycle(n uint32) uint32 {
 		return uint32(Success)
 	}
 	s := in.policy.PreFilter(c)
-	var flags uint32
-	if c.scoresFinal && in.cycleFlags {
-		flags = uint32(abiv1.CycleFlag_CYCLE_FLAG_SCORES_FINAL)
+	code := in.status(s)
+	if c.restricted {
+		in.setResult(s)
+		in.result.NodeSubset = true
+		in.result.NodeNames = c.restrict
 	}
-	if !c.restricted {
-		return in.status(s) | flags
+	if !in.cycleFlags {
+		return code
 	}
-	in.setResult(s)
-	in.result.NodeSubset = true
-	in.result.NodeNames = c.restrict
-	return uint32(s.Code) | flags
+	if c.scoresFinal {
+		code |= uint32(abiv1.CycleFlag_CYCLE_FLAG_SCORES_FINAL)
+	}
+	if !c.restricted && len(s.Reasons) == 0 {
+		// The Result would say nothing the code does not.
+		code |= uint32(abiv1.CycleFlag_CYCLE_FLAG_NO_DETAIL)
+	}
+	return code
 }
 
 // normalizes reports whether NormalizeScore runs in the current cycle: the

@@ -191,6 +191,9 @@ const (
 	// them as they are for this pod, and the host does not call it in this
 	// cycle.
 	CycleFlag_CYCLE_FLAG_SCORES_FINAL CycleFlag = 256
+	// PreFilter's Result says nothing its code does not (no reasons, no
+	// node subset): the host does not call wasmsched_result for it.
+	CycleFlag_CYCLE_FLAG_NO_DETAIL CycleFlag = 512
 )
 
 // Enum value maps for CycleFlag.
@@ -198,10 +201,12 @@ var (
 	CycleFlag_name = map[int32]string{
 		0:   "CYCLE_FLAG_NONE",
 		256: "CYCLE_FLAG_SCORES_FINAL",
+		512: "CYCLE_FLAG_NO_DETAIL",
 	}
 	CycleFlag_value = map[string]int32{
 		"CYCLE_FLAG_NONE":         0,
 		"CYCLE_FLAG_SCORES_FINAL": 256,
+		"CYCLE_FLAG_NO_DETAIL":    512,
 	}
 )
 

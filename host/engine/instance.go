@@ -384,22 +384,40 @@ func (in *Instance) Sync(req []byte) (abiv1.Code, error) {
 	return in.send("sync", exportSync, req, in.m.cfg.InitTimeout)
 }
 
-// Cycle sends a marshalled CycleRequest; the code is PreFilter's, and
-// scoresFinal the guest's CYCLE_FLAG_SCORES_FINAL: its raw scores need no
-// NormalizeScore in this cycle. Flag bits this host does not know are
-// ignored.
-func (in *Instance) Cycle(req []byte) (code abiv1.Code, scoresFinal bool, err error) {
+// CycleFlags are the CycleFlag bits a guest set above the status code in
+// its answer to wasmsched_cycle, those this host knows.
+type CycleFlags uint32
+
+const knownCycleFlags = CycleFlags(abiv1.CycleFlag_CYCLE_FLAG_SCORES_FINAL | abiv1.CycleFlag_CYCLE_FLAG_NO_DETAIL)
+
+// ScoresFinal: the cycle's raw scores need no NormalizeScore.
+func (f CycleFlags) ScoresFinal() bool {
+	return f&CycleFlags(abiv1.CycleFlag_CYCLE_FLAG_SCORES_FINAL) != 0
+}
+
+// NoDetail: PreFilter's Result says nothing its code does not; there is
+// nothing to fetch.
+func (f CycleFlags) NoDetail() bool {
+	return f&CycleFlags(abiv1.CycleFlag_CYCLE_FLAG_NO_DETAIL) != 0
+}
+
+// Cycle sends a marshalled CycleRequest; the code is PreFilter's, and flags
+// what the guest said about the cycle (CycleFlags). Flag bits this host
+// does not know are ignored.
+func (in *Instance) Cycle(req []byte) (code abiv1.Code, flags CycleFlags, err error) {
 	n, err := in.write("cycle", req)
 	if err != nil {
-		return abiv1.Code_CODE_INVALID, false, err
+		return abiv1.Code_CODE_INVALID, 0, err
 	}
 	in.stack[0] = uint64(n)
 	v, err := in.invoke("cycle", exportCycle, in.m.cfg.CallTimeout)
 	if err != nil {
-		return abiv1.Code_CODE_INVALID, false, err
+		return abiv1.Code_CODE_INVALID, 0, err
 	}
-	code, err = in.code("cycle", v&0xff)
-	return code, err == nil && uint32(v)&uint32(abiv1.CycleFlag_CYCLE_FLAG_SCORES_FINAL) != 0, err
+	if code, err = in.code("cycle", v&0xff); err != nil {
+		return code, 0, err
+	}
+	return code, CycleFlags(uint32(v)) & knownCycleFlags, nil
 }
 
 // Call sends a marshalled request for one of the message-carrying points.

@@ -72,8 +72,10 @@ func (p *Policy) PreFilter(ctx context.Context, c *Cycle) (PreFilterResult, erro
 		if err := p.prepare(m, c); err != nil {
 			return err
 		}
-		if m.cycleCode == abiv1.Code_CODE_SUCCESS && !p.Implements(abiv1.Point_POINT_PRE_FILTER) {
-			res.Status = success
+		if m.noDetail || (m.cycleCode == abiv1.Code_CODE_SUCCESS && !p.Implements(abiv1.Point_POINT_PRE_FILTER)) {
+			// Nothing to fetch: the guest flagged that PreFilter's
+			// Result says nothing its code does not, or has no PreFilter.
+			res.Status = Status{Code: m.cycleCode}
 			return nil
 		}
 		r, err := m.in.Result("pre_filter")

@@ -131,9 +131,12 @@ type member struct {
 	objs  []*v1.Node
 	cycle uint64 // cycle whose pod is installed; 0 = none
 	// cycleCode is PreFilter's verdict for that cycle; scoresFinal is set
-	// when the guest flagged its raw scores final (no NormalizeScore).
+	// when the guest flagged its raw scores final (no NormalizeScore),
+	// noDetail when it flagged PreFilter's Result as holding nothing
+	// beyond the code (nothing to fetch).
 	cycleCode   abiv1.Code
 	scoresFinal bool
+	noDetail    bool
 	// The last Filter rejection fetched: its sequence number and status.
 	rejectSeq uint32
 	rejected  Status

@@ -153,21 +153,46 @@ func TestScoreErrorAndOverflow(t *testing.T) {
 	}
 }
 
+// TestPreFilter: PreFilter's verdict, its reasons and the nodes it
+// restricts the cycle to; the host fetches the guest's Result only when the
+// guest said it holds more than the code (CYCLE_FLAG_NO_DETAIL).
 func TestPreFilter(t *testing.T) {
+	resultCalls := func(p *Policy) (calls int64) {
+		for _, g := range p.Stats().Guest {
+			if g.Export == "result" {
+				calls += g.Calls
+			}
+		}
+		return calls
+	}
 	p := load(t, `{"restrictTo": ["n2"]}`)
+	before := resultCalls(p) // init's
 	res, err := p.PreFilter(ctx, NewCycle(mkPod("p"), nil))
 	if err != nil || !res.Status.IsSuccess() || !res.Restricted || len(res.NodeNames) != 1 || res.NodeNames[0] != "n2" {
 		t.Fatalf("got %+v %v", res, err)
 	}
+	if n := resultCalls(p) - before; n != 1 {
+		t.Errorf("restricted: %d result calls, want 1", n)
+	}
 	p = load(t, `{"preFilterReject": "probe: not today"}`)
+	before = resultCalls(p)
 	res, err = p.PreFilter(ctx, NewCycle(mkPod("p"), nil))
 	if err != nil || res.Status.Code != abiv1.Code_CODE_UNSCHEDULABLE || res.Status.Reasons[0] != "probe: not today" {
 		t.Fatalf("got %+v %v", res, err)
 	}
+	if n := resultCalls(p) - before; n != 1 {
+		t.Errorf("rejected: %d result calls, want 1", n)
+	}
 	p = load(t, `{}`)
-	res, err = p.PreFilter(ctx, NewCycle(mkPod("p"), nil))
-	if err != nil || !res.Status.IsSuccess() || res.Restricted {
-		t.Fatalf("got %+v %v", res, err)
+	before = resultCalls(p)
+	for range 3 {
+		res, err = p.PreFilter(ctx, NewCycle(mkPod("p"), nil))
+		if err != nil || !res.Status.IsSuccess() || res.Restricted || len(res.Status.Reasons) != 0 {
+			t.Fatalf("got %+v %v", res, err)
+		}
+	}
+	if n := resultCalls(p) - before; n != 0 {
+		t.Errorf("success without detail: %d result calls, want none", n)
 	}
 }
 

@@ -326,12 +326,12 @@ func (p *Policy) prepare(m *member, c *Cycle) error {
 	}
 	m.cycle = 0
 	p.stats.podsSent.Add(1)
-	code, final, err := m.in.Cycle(c.requestFor(p))
+	code, flags, err := m.in.Cycle(c.requestFor(p))
 	if err != nil {
 		return err
 	}
-	m.cycle, m.cycleCode, m.scoresFinal = c.ID, code, final
-	if final {
+	m.cycle, m.cycleCode, m.scoresFinal, m.noDetail = c.ID, code, flags.ScoresFinal(), flags.NoDetail()
+	if m.scoresFinal {
 		c.final.Store(p, struct{}{})
 	}
 	return nil
