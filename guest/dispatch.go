@@ -53,6 +53,10 @@ type instance struct {
 	// cycleFlags: the host reads CycleFlag bits in wasmsched_cycle's
 	// answer (InitRequest.cycle_flags).
 	cycleFlags bool
+	// marks[h] == mark when handle h is in the parent placement of the
+	// PlacementGenerate in progress (see group.go's markParent).
+	marks []uint32
+	mark  uint32
 }
 
 var inst = &instance{}

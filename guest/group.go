@@ -195,22 +195,45 @@ func (in *instance) placementGenerate(n uint32) uint32 {
 	if s.Code != Success {
 		return uint32(s.Code)
 	}
-	handles := make(map[*NodeInfo]int32, len(parent.Nodes))
-	for i, node := range parent.Nodes {
-		handles[node] = m.Parent.NodeHandles[i]
-	}
+	in.markParent(m.Parent.NodeHandles)
 	for _, pl := range pls {
 		out := &abiv1.Placement{Name: pl.Name, NodeHandles: make([]int32, len(pl.Nodes))}
 		for i, node := range pl.Nodes {
-			h, ok := handles[node]
-			if !ok {
+			if !in.inParent(node) {
 				return in.fail(Error, "placement "+pl.Name+" holds a node that is not one of the parent placement's")
 			}
-			out.NodeHandles[i] = h
+			out.NodeHandles[i] = node.handle
 		}
 		in.result.Placements = append(in.result.Placements, out)
 	}
 	return uint32(Success)
+}
+
+// markParent marks the handles of a PlacementGenerate's parent placement,
+// all of resident nodes (placementNodes checked them), for inParent: a
+// stamp per handle in a slice kept across calls, rather than a map of
+// thousands of nodes built for every gang.
+func (in *instance) markParent(handles []int32) {
+	if len(in.marks) < len(in.nodes) {
+		in.marks = make([]uint32, len(in.nodes))
+		in.mark = 0
+	}
+	in.mark++
+	if in.mark == 0 { // wrapped: old stamps could match again
+		clear(in.marks)
+		in.mark = 1
+	}
+	for _, h := range handles {
+		in.marks[h] = in.mark
+	}
+}
+
+// inParent reports whether node is one of the nodes of the parent
+// placement markParent marked: the view this call was given for it, not an
+// older one of the same node or one the policy made itself.
+func (in *instance) inParent(node *NodeInfo) bool {
+	h := node.handle
+	return h >= 0 && int(h) < len(in.marks) && in.marks[h] == in.mark && in.nodes[h] == node
 }
 
 // placementScore handles wasmsched_call with POINT_PLACEMENT_SCORE.

@@ -246,3 +246,69 @@ func TestPodGroupPostFilter(t *testing.T) {
 		t.Errorf("PodGroupPostFilter of a policy without it answered %d %v", code, r.Reasons)
 	}
 }
+
+// TestPlacementNodesFromParent: PlacementGenerate's placements may hold
+// only the views of the parent placement's nodes it was given in that
+// call; a resident node outside the parent, a view the policy made itself,
+// or an older view of a parent node kept from an earlier call is an error
+// naming the placement.
+func TestPlacementNodesFromParent(t *testing.T) {
+	defer func() { inst = &instance{} }()
+	var kept *NodeInfo
+	propose := func(parent Placement) *NodeInfo { return parent.Nodes[0] }
+	inst = &instance{policy: &Policy{
+		Name: "picky",
+		PlacementGenerate: func(g *Group, parent Placement) ([]Placement, Status) {
+			n := propose(parent)
+			if kept == nil {
+				kept = parent.Nodes[0]
+			}
+			return []Placement{{Name: "p", Nodes: []*NodeInfo{n}}}, OK()
+		},
+	}}
+	if code := inst.init(sendMsg(t, &abiv1.InitRequest{HostAbiVersion: ABIVersion})); code != uint32(Success) {
+		t.Fatalf("init answered %d", code)
+	}
+	sync := &abiv1.NodeSync{Upserts: []*abiv1.NodeInfo{
+		{Handle: 0, Generation: 1, Node: &abiv1.Node{Name: "a"}},
+		{Handle: 1, Generation: 1, Node: &abiv1.Node{Name: "b"}},
+	}}
+	if code := inst.sync(sendMsg(t, sync)); code != uint32(Success) {
+		t.Fatalf("sync answered %d", code)
+	}
+	pods := []*abiv1.Pod{{Name: "w0", Namespace: "ml", Uid: "u0"}}
+	generate := func(handles ...int32) (Code, *abiv1.Result) {
+		return callPoint(t, abiv1.Point_POINT_PLACEMENT_GENERATE, &abiv1.PlacementRequest{Pods: pods, Parent: &abiv1.Placement{NodeHandles: handles}})
+	}
+	if code, r := generate(0); code != Success || len(r.Placements) != 1 || itoas(r.Placements[0].NodeHandles) != "0" {
+		t.Fatalf("a parent node: %d %v %v", code, r.Placements, r.Reasons)
+	}
+	const refused = "placement p holds a node that is not one of the parent placement's"
+	for _, tc := range []struct {
+		name    string
+		propose func(Placement) *NodeInfo
+	}{
+		{"a resident node outside the parent", func(Placement) *NodeInfo { return inst.nodes[1] }},
+		{"a view the policy made", func(Placement) *NodeInfo {
+			return NewNodeInfo(&abiv1.NodeInfo{Handle: 0, Node: &abiv1.Node{Name: "a"}})
+		}},
+	} {
+		propose = tc.propose
+		if code, r := generate(0); code != Error || len(r.Reasons) != 1 || r.Reasons[0] != refused {
+			t.Errorf("%s: %d %v", tc.name, code, r.Reasons)
+		}
+	}
+	// Node a's usage changes: the view kept from the first call is stale.
+	usage := &abiv1.NodeSync{Usage: []*abiv1.NodeUsage{{Handle: 0, Generation: 2, Requested: &abiv1.Resources{Pods: 1}, PodCount: 1}}}
+	if code := inst.sync(sendMsg(t, usage)); code != uint32(Success) {
+		t.Fatalf("usage sync answered %d", code)
+	}
+	propose = func(Placement) *NodeInfo { return kept }
+	if code, r := generate(0, 1); code != Error || len(r.Reasons) != 1 || r.Reasons[0] != refused {
+		t.Errorf("an older view of a parent node: %d %v", code, r.Reasons)
+	}
+	propose = func(parent Placement) *NodeInfo { return parent.Nodes[1] }
+	if code, r := generate(0, 1); code != Success || itoas(r.Placements[0].NodeHandles) != "1" {
+		t.Errorf("the parent's second node: %d %v %v", code, r.Placements, r.Reasons)
+	}
+}

@@ -70,7 +70,7 @@ func (x *nodeIndex) add(s string) span {
 // NewNodeInfo makes); with raw, the message is dropped unless keep is set,
 // and decoded again from raw when a method needs it.
 func newNodeInfo(ni *abiv1.NodeInfo, raw []byte, keep bool) *NodeInfo {
-	n := &NodeInfo{msg: ni, raw: raw}
+	n := &NodeInfo{msg: ni, raw: raw, handle: ni.GetHandle()}
 	x := &n.index
 	x.generation, x.podCount = ni.GetGeneration(), ni.GetPodCount()
 	node := ni.GetNode()
@@ -114,7 +114,7 @@ func newNodeInfo(ni *abiv1.NodeInfo, raw []byte, keep bool) *NodeInfo {
 // and pod count of u, whose encoding is raw; the node object and the
 // labels are n's. n itself is left as it was: a policy may still hold it.
 func withUsage(n *NodeInfo, u *abiv1.NodeUsage, raw []byte, keep bool) *NodeInfo {
-	m := &NodeInfo{raw: n.raw, usage: raw}
+	m := &NodeInfo{raw: n.raw, usage: raw, handle: n.handle}
 	if keep || n.raw == nil {
 		m.msg = usageMessage(n.Message(), u)
 	}

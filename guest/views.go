@@ -212,6 +212,8 @@ type NodeInfo struct {
 	// the last NodeUsage applied since (nil when none).
 	raw, usage []byte
 	index      nodeIndex
+	// handle is the host's handle of the node (NodeInfo.handle).
+	handle int32
 }
 
 // NewNodeInfo wraps a node message, as the host sends it, in a view with
