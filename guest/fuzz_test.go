@@ -193,6 +193,9 @@ func FuzzDispatch(f *testing.F) {
 		{Handle: 0, Generation: 8, PodCount: 2, Requested: &abiv1.Resources{MilliCpu: 300, Pods: 2, Scalars: []*abiv1.Scalar{{Name: "nvidia.com/gpu", Value: 1}, {Name: "example.com/new", Value: 1}}}},
 	}})
 	f.Add(initReq, usageReq, cycleReq, scores, uint32(abiv1.Point_POINT_NORMALIZE_SCORE), uint32(0))
+	// A host that reads the cycle's flags.
+	flagsInit := marshal(f, &abiv1.InitRequest{HostAbiVersion: ABIVersion, PolicyName: "fuzz", Settings: []byte(`{"resource": "x"}`), CycleFlags: true})
+	f.Add(flagsInit, syncReq, cycleReq, scores, uint32(abiv1.Point_POINT_NORMALIZE_SCORE), uint32(0))
 	usageUnknown := marshal(f, &abiv1.NodeSync{Usage: []*abiv1.NodeUsage{{Handle: 9, Generation: 2}}})
 	f.Add(initReq, usageUnknown, cycleReq, scores, uint32(abiv1.Point_POINT_NORMALIZE_SCORE), uint32(9))
 	objects := marshal(f, &abiv1.NodeSync{Upserts: []*abiv1.NodeInfo{node(0, "a")},
@@ -232,8 +235,16 @@ func FuzzDispatch(f *testing.F) {
 				checkIndex(t, n)
 			}
 		}
-		expectCode(t, "cycle", inst.startCycle(send(cycleB, 0)))
-		expectResult(t, "cycle")
+		answer := inst.startCycle(send(cycleB, 0))
+		const known = uint32(abiv1.CycleFlag_CYCLE_FLAG_SCORES_FINAL | abiv1.CycleFlag_CYCLE_FLAG_NO_DETAIL)
+		if flags := answer &^ 0xff; flags&^known != 0 || (flags != 0 && !inst.cycleFlags) {
+			t.Fatalf("cycle: answered flags %#x (host reads flags: %v)", flags, inst.cycleFlags)
+		}
+		expectCode(t, "cycle", answer&0xff)
+		r := expectResult(t, "cycle")
+		if answer&uint32(abiv1.CycleFlag_CYCLE_FLAG_NO_DETAIL) != 0 && (len(r.Reasons) > 0 || r.NodeSubset) {
+			t.Fatalf("cycle: flagged no detail, but the Result holds %+v", r)
+		}
 		expectCode(t, "filter", uint32(inst.filter(handle)>>32))
 		expectResult(t, "filter")
 		expectCode(t, "score", uint32(inst.score(handle)>>32))
@@ -273,12 +284,13 @@ func expectCode(t *testing.T, call string, code uint32) {
 	}
 }
 
-func expectResult(t *testing.T, call string) {
+func expectResult(t *testing.T, call string) *abiv1.Result {
 	t.Helper()
 	var r abiv1.Result
 	if err := r.UnmarshalVT(inst.marshalResult()); err != nil {
 		t.Fatalf("%s: undecodable Result: %v", call, err)
 	}
+	return &r
 }
 
 // checkIndex checks that a synced node's index answers what reading its
