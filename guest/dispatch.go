@@ -331,11 +331,14 @@ func (in *instance) startCycle(n uint32) uint32 {
 		return uint32(Success)
 	}
 	s := in.policy.PreFilter(c)
-	code := in.status(s)
+	var code uint32
 	if c.restricted {
 		in.setResult(s)
 		in.result.NodeSubset = true
 		in.result.NodeNames = c.restrict
+		code = uint32(s.Code)
+	} else {
+		code = in.status(s)
 	}
 	if !in.cycleFlags {
 		return code

@@ -63,7 +63,7 @@ func rackPolicy(reserved *[]string) *Policy {
 	}
 }
 
-func sendMsg(t *testing.T, m marshaler) uint32 {
+func sendMsg(t testing.TB, m marshaler) uint32 {
 	t.Helper()
 	b := marshal(t, m)
 	copy(inst.buffer(uint32(len(b))), b)

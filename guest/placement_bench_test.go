@@ -40,7 +40,7 @@ func BenchmarkPlacementGenerate(b *testing.B) {
 		},
 	}
 	inst = &instance{policy: policy}
-	if code := inst.init(sendMsgB(b, &abiv1.InitRequest{HostAbiVersion: ABIVersion, CycleFlags: true})); code != uint32(Success) {
+	if code := inst.init(sendMsg(b, &abiv1.InitRequest{HostAbiVersion: ABIVersion, CycleFlags: true})); code != uint32(Success) {
 		b.Fatalf("init answered %d", code)
 	}
 	sync := &abiv1.NodeSync{}
@@ -67,7 +67,7 @@ func BenchmarkPlacementGenerate(b *testing.B) {
 			Requested: &abiv1.Resources{MilliCpu: 4000, Memory: 8 << 30, Pods: 3}, PodCount: 3})
 		handles[i] = int32(i)
 	}
-	if code := inst.sync(sendMsgB(b, sync)); code != uint32(Success) {
+	if code := inst.sync(sendMsg(b, sync)); code != uint32(Success) {
 		b.Fatalf("sync answered %d", code)
 	}
 	pg := &abiv1.PodGroup{Namespace: "ml", Name: "train", Policy: "gang", MinCount: 8}
@@ -87,10 +87,4 @@ func BenchmarkPlacementGenerate(b *testing.B) {
 			b.Fatal("no placements")
 		}
 	}
-}
-
-func sendMsgB(b *testing.B, m marshaler) uint32 {
-	out := marshal(b, m)
-	copy(inst.buffer(uint32(len(out))), out)
-	return uint32(len(out))
 }

@@ -187,14 +187,7 @@ func TestFilterAllFailure(t *testing.T) {
 func TestFilterAllSyncsInChunks(t *testing.T) {
 	p := load(t, `{"rejectLabel": "bad"}`)
 	nodes := batchNodes()
-	syncs := func() (calls int64) {
-		for _, g := range p.Stats().Guest {
-			if g.Export == "sync" {
-				calls = g.Calls
-			}
-		}
-		return calls
-	}
+	syncs := func() int64 { return guestCalls(p, "sync") }
 	if _, err := p.FilterAll(ctx, NewCycle(mkPod("p"), nodes), nodes); err != nil {
 		t.Fatal(err)
 	}

@@ -153,18 +153,22 @@ func TestScoreErrorAndOverflow(t *testing.T) {
 	}
 }
 
+// guestCalls is how many calls p's instances have made to one export of
+// the guest ("sync", "result", ...).
+func guestCalls(p *Policy, export string) (calls int64) {
+	for _, g := range p.Stats().Guest {
+		if g.Export == export {
+			calls += g.Calls
+		}
+	}
+	return calls
+}
+
 // TestPreFilter: PreFilter's verdict, its reasons and the nodes it
 // restricts the cycle to; the host fetches the guest's Result only when the
 // guest said it holds more than the code (CYCLE_FLAG_NO_DETAIL).
 func TestPreFilter(t *testing.T) {
-	resultCalls := func(p *Policy) (calls int64) {
-		for _, g := range p.Stats().Guest {
-			if g.Export == "result" {
-				calls += g.Calls
-			}
-		}
-		return calls
-	}
+	resultCalls := func(p *Policy) int64 { return guestCalls(p, "result") }
 	p := load(t, `{"restrictTo": ["n2"]}`)
 	before := resultCalls(p) // init's
 	res, err := p.PreFilter(ctx, NewCycle(mkPod("p"), nil))

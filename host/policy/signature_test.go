@@ -200,14 +200,7 @@ func TestSkipNormalizeScore(t *testing.T) {
 		return ni
 	}
 	nodes := []fwk.NodeInfo{gpuNode("g8", "8"), gpuNode("g4", "4"), mkNode("cpu", nil)}
-	normalizeCalls := func() (calls int64) {
-		for _, g := range p.Stats().Guest {
-			if g.Export == "normalize_scores" {
-				calls += g.Calls
-			}
-		}
-		return calls
-	}
+	normalizeCalls := func() int64 { return guestCalls(p, "normalize_scores") }
 	score := func(pod *v1.Pod, nodes []fwk.NodeInfo) (final bool, scores []int64, normalized int64) {
 		t.Helper()
 		before := normalizeCalls()
