@@ -130,18 +130,23 @@ func (p *Policy) tenants(c *guest.Cycle) (*roster, guest.Status) {
 	return r, guest.OK()
 }
 
-// cycleState is what PreFilter computes for one cycle: every tenant's
-// quota and use, the pod's tenant and the verdict. AddPod and RemovePod
-// change the use under the scheduler's simulations.
+// cycleState is what PreFilter computes for one cycle: the pod's tenant,
+// its quota and use, and the verdict; every tenant's use when the verdict
+// or the scheduler's simulation needs it. AddPod and RemovePod change the
+// use under the scheduler's simulations.
 type cycleState struct {
-	// tenant is the pod's tenant; own its entry in tenants, nil when the
+	// tenant is the pod's tenant; own its quota and use, nil when the
 	// tenant has no quota (the pod is not under quota).
 	tenant string
 	own    *tenant
 	// tenants are the roster's tenants with their use in this cycle, by
-	// roster position (index); nil when the roster could not be built.
+	// roster position (index); nil when the roster could not be built,
+	// and until every read them (see load).
 	tenants []tenant
 	index   map[string]int
+	// load fills tenants (and points own into them) on every's first
+	// call; nil once they are loaded.
+	load func(*cycleState)
 	// verdict is PreFilter's; borrowed lists the positions in
 	// own.quota.bounds of the resources the pod borrows.
 	verdict  guest.Status
@@ -150,16 +155,34 @@ type cycleState struct {
 	changed bool
 }
 
+// every returns the roster's tenants with their use in this cycle (nil
+// when the roster could not be built), reading the others' use on the
+// first call. A pod within its tenant's min needs only its own tenant's
+// use, and most pods are: PreFilter then reads one tenant, not all. The
+// use read later in the cycle is the one PreFilter would have read: the
+// host sends tenant usage only before a cycle starts.
+func (st *cycleState) every() []tenant {
+	if st.load != nil {
+		load := st.load
+		st.load = nil
+		load(st)
+	}
+	return st.tenants
+}
+
 // lookup returns the tenant named name in the cycle, nil when it has no
 // quota.
 func (st *cycleState) lookup(name string) *tenant {
 	if i, ok := st.index[name]; ok {
-		return &st.tenants[i]
+		return &st.every()[i]
 	}
 	return nil
 }
 
-// prepare computes the cycle's state.
+// prepare computes the cycle's state: with tenants by namespace, the pod's
+// tenant's use only (every reads the others' when needed); with a tenant
+// label, every tenant's, since a tenant's use sums its namespaces' and
+// finding them reads every namespace anyway.
 func (p *Policy) prepare(c *guest.Cycle) *cycleState {
 	st := &cycleState{tenant: p.tenantOf(c, c.Pod.Namespace())}
 	r, s := p.tenants(c)
@@ -167,9 +190,26 @@ func (p *Policy) prepare(c *guest.Cycle) *cycleState {
 		st.verdict = s
 		return st
 	}
-	// One allocation for the tenants and one for their use: this runs once
-	// per pod, and the roster's quotas are shared.
-	st.tenants, st.index = slices.Clone(r.tenants), r.index
+	st.index = r.index
+	st.load = func(st *cycleState) { p.loadTenants(c, r, st) }
+	if p.tenantLabel != "" {
+		st.every()
+	} else if i, ok := r.index[st.tenant]; ok {
+		own := r.tenants[i]
+		own.used = make([]int64, len(own.quota.bounds))
+		own.addUsage(c.TenantUsage("", own.name), 1)
+		st.own = &own
+	}
+	st.verdict, st.borrowed = judge(c.Pod, st)
+	return st
+}
+
+// loadTenants fills st.tenants with the roster's tenants and their use in
+// the cycle, and points st.own at the pod's tenant among them.
+func (p *Policy) loadTenants(c *guest.Cycle, r *roster, st *cycleState) {
+	// One allocation for the tenants and one for their use: the roster's
+	// quotas are shared.
+	st.tenants = slices.Clone(r.tenants)
 	if st.tenants == nil {
 		st.tenants = []tenant{}
 	}
@@ -185,15 +225,15 @@ func (p *Policy) prepare(c *guest.Cycle) *cycleState {
 		}
 	} else {
 		c.EachTenant("", func(ns string, used *abiv1.Resources) bool {
-			if t := st.lookup(p.tenantOf(c, ns)); t != nil {
-				t.addUsage(used, 1)
+			if i, ok := st.index[p.tenantOf(c, ns)]; ok {
+				st.tenants[i].addUsage(used, 1)
 			}
 			return true
 		})
 	}
-	st.own = st.lookup(st.tenant)
-	st.verdict, st.borrowed = judge(c.Pod, st)
-	return st
+	if i, ok := st.index[st.tenant]; ok {
+		st.own = &st.tenants[i]
+	}
 }
 
 // judge applies the quota rules to pod with the use st holds: over max is
@@ -236,9 +276,10 @@ func judge(pod *guest.Pod, st *cycleState) (guest.Status, []int) {
 // the uses", the condition scheduler-plugins' CapacityScheduling checks.
 func (st *cycleState) lendable(name string, t *tenant) int64 {
 	var l int64
-	for i := range st.tenants {
-		u := &st.tenants[i]
-		if u == t {
+	tenants := st.every()
+	for i := range tenants {
+		u := &tenants[i]
+		if u.name == t.name {
 			continue
 		}
 		if i := u.quota.index(name); i >= 0 {

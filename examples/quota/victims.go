@@ -35,7 +35,7 @@ func (p *Policy) SelectVictims(c *guest.Cycle, n *guest.NodeInfo, pods []*abiv1.
 	if !s.IsSuccess() {
 		return nil, s
 	}
-	if st.tenants == nil {
+	if st.every() == nil {
 		return nil, st.verdict
 	}
 	needs := p.needs(c, st, n)

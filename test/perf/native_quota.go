@@ -276,9 +276,11 @@ func (t *quotaTenant) addUsage(r *abiv1.Resources, sign int64) {
 	}
 }
 
-// quotaState is one cycle's state, as the example's cycleState: every
-// tenant's quota and use, the pod's tenant and requests, and the verdict.
+// quotaState is one cycle's state, as the example's cycleState: the pod's
+// tenant's quota and use, its requests and the verdict, and every tenant's
+// use once the verdict or the simulation needs it (every).
 type quotaState struct {
+	tenant   string
 	own      *quotaTenant
 	tenants  []quotaTenant
 	index    map[string]int
@@ -286,11 +288,25 @@ type quotaState struct {
 	verdict  *fwk.Status
 	borrowed []int
 	changed  bool
+	// load fills tenants and points own into them; nil once loaded.
+	load func(*quotaState)
+}
+
+// every returns every tenant with its use, reading the others' on the
+// first call, as the example does.
+func (s *quotaState) every() []quotaTenant {
+	if s.load != nil {
+		load := s.load
+		s.load = nil
+		load(s)
+	}
+	return s.tenants
 }
 
 // Clone implements fwk.StateData: the preemption simulation changes a
-// clone's use, so the tenants are copied.
+// clone's use, so the tenants are read and copied.
 func (s *quotaState) Clone() fwk.StateData {
+	s.every()
 	c := *s
 	c.tenants = slices.Clone(s.tenants)
 	for i := range c.tenants {
@@ -305,7 +321,7 @@ func (s *quotaState) Clone() fwk.StateData {
 // lookup returns the named tenant in the cycle, nil when it has no quota.
 func (s *quotaState) lookup(name string) *quotaTenant {
 	if i, ok := s.index[name]; ok {
-		return &s.tenants[i]
+		return &s.every()[i]
 	}
 	return nil
 }
@@ -325,10 +341,26 @@ func podQuotaRequests(pod *v1.Pod) *abiv1.Resources {
 	return convert.Resources(pi.CalculateResource().Resource)
 }
 
-// PreFilter computes the tenants' use and the pod's verdict, once per
-// cycle, and always leaves the state.
+// PreFilter computes the pod's tenant's use and the pod's verdict, once
+// per cycle, and always leaves the state; the other tenants' use is read
+// when the verdict or the simulation needs it.
 func (pl *QuotaNative) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	st := &quotaState{tenants: slices.Clone(pl.roster), index: pl.index, requests: podQuotaRequests(pod)}
+	st := &quotaState{tenant: pod.Namespace, index: pl.index, requests: podQuotaRequests(pod), load: pl.loadTenants}
+	if i, ok := pl.index[st.tenant]; ok {
+		own := pl.roster[i]
+		own.used = make([]int64, len(own.quota.bounds))
+		own.addUsage(pl.usage.Get("", own.name), 1)
+		st.own = &own
+	}
+	st.verdict, st.borrowed = st.judge()
+	cs.Write(quotaKey, st)
+	return nil, st.verdict
+}
+
+// loadTenants fills st.tenants with every tenant and its use, and points
+// st.own at the pod's tenant among them.
+func (pl *QuotaNative) loadTenants(st *quotaState) {
+	st.tenants = slices.Clone(pl.roster)
 	used := make([]int64, pl.bounds)
 	for i := range st.tenants {
 		t := &st.tenants[i]
@@ -336,10 +368,9 @@ func (pl *QuotaNative) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.P
 		t.used, used = used[:n:n], used[n:]
 		t.addUsage(pl.usage.Get("", t.name), 1)
 	}
-	st.own = st.lookup(pod.Namespace)
-	st.verdict, st.borrowed = st.judge()
-	cs.Write(quotaKey, st)
-	return nil, st.verdict
+	if i, ok := st.index[st.tenant]; ok {
+		st.own = &st.tenants[i]
+	}
 }
 
 func (pl *QuotaNative) weight(tenant string) int64 {
@@ -385,9 +416,10 @@ func (st *quotaState) judge() (*fwk.Status, []int) {
 // sum over those governing it of min - used.
 func (st *quotaState) lendable(name string, t *quotaTenant) int64 {
 	var l int64
-	for i := range st.tenants {
-		u := &st.tenants[i]
-		if u == t {
+	tenants := st.every()
+	for i := range tenants {
+		u := &tenants[i]
+		if u.name == t.name {
 			continue
 		}
 		if i := u.quota.index(name); i >= 0 {
