@@ -37,6 +37,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	apiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
+
+	"github.com/wasmsched/wasmsched/internal/tmpdir"
 )
 
 // Options configures [Start]. The zero value is a working configuration:
@@ -123,7 +125,7 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 	quietGRPC()
 	setVerbosity(opts.Verbosity)
 
-	root, err := os.MkdirTemp("", "wasmsched-controlplane-")
+	root, err := tmpdir.Make("wasmsched-controlplane-")
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}

@@ -15,6 +15,8 @@ import (
 	schedulerconfig "k8s.io/kubernetes/cmd/kube-scheduler/app/config"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler"
+
+	"github.com/wasmsched/wasmsched/internal/tmpdir"
 )
 
 // SchedulerOptions configures [StartScheduler].
@@ -74,7 +76,7 @@ func StartScheduler(ctx context.Context, opts SchedulerOptions) (*Scheduler, err
 		if opts.Kubeconfig == "" {
 			return nil, errors.New("controlplane: StartScheduler needs Kubeconfig or ConfigFile")
 		}
-		dir, err := os.MkdirTemp("", "wasmsched-scheduler-")
+		dir, err := tmpdir.Make("wasmsched-scheduler-")
 		if err != nil {
 			return nil, fmt.Errorf("controlplane: %w", err)
 		}

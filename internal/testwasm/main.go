@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/wasmsched/wasmsched/internal/tmpdir"
 )
 
 // processDir is the directory Main made for this test process; "" when the
@@ -23,7 +25,8 @@ var processDir string
 // test process rather than once per load, never into the user's cache, and
 // the processes a test starts (`wasmsched eval`, a kube-scheduler) share
 // that cache. After the tests it removes the directory and exits with their
-// status.
+// status; a test process killed before that (at its -timeout) leaves it,
+// and the next test process removes it (internal/tmpdir).
 //
 // host/engine compiles a module in a child process that is this test binary
 // again: the child does its work in host/engine's init and exits before
@@ -33,7 +36,7 @@ func Main(m *testing.M, setup ...func()) {
 	for _, f := range setup {
 		f()
 	}
-	dir, err := os.MkdirTemp("", "wasmsched-test-")
+	dir, err := tmpdir.Make("wasmsched-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testwasm.Main:", err)
 		os.Exit(2)
