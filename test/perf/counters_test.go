@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"sync"
+	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,11 +31,16 @@ type schedCounters struct {
 	// Attempts is scheduler_schedule_attempts_total by result: scheduled,
 	// unschedulable, error.
 	Attempts map[string]float64 `json:"attempts,omitempty"`
+	// CPU is the test process's CPU time, user and system, in seconds:
+	// the scheduler's and the API server's (etcd runs apart). Per
+	// scheduled pod it compares profiles where throughput, which other
+	// processes on the machine move, cannot.
+	CPU float64 `json:"cpuSeconds,omitempty"`
 }
 
 // gatherCounters reads the counters now.
 func gatherCounters() (schedCounters, error) {
-	c := schedCounters{Batch: map[string]float64{}, Flushed: map[string]float64{}, Incoming: map[string]float64{}, Attempts: map[string]float64{}}
+	c := schedCounters{Batch: map[string]float64{}, Flushed: map[string]float64{}, Incoming: map[string]float64{}, Attempts: map[string]float64{}, CPU: processCPU()}
 	families, err := legacyregistry.DefaultGatherer.Gather()
 	if err != nil {
 		return c, err
@@ -80,7 +86,7 @@ func (c schedCounters) since(earlier schedCounters) schedCounters {
 		}
 		return out
 	}
-	return schedCounters{Batch: sub(c.Batch, earlier.Batch), Flushed: sub(c.Flushed, earlier.Flushed), Incoming: sub(c.Incoming, earlier.Incoming), Attempts: sub(c.Attempts, earlier.Attempts)}
+	return schedCounters{Batch: sub(c.Batch, earlier.Batch), Flushed: sub(c.Flushed, earlier.Flushed), Incoming: sub(c.Incoming, earlier.Incoming), Attempts: sub(c.Attempts, earlier.Attempts), CPU: c.CPU - earlier.CPU}
 }
 
 // measuredNamespace is where the GPU, Basic, Churn and Gang workloads create their
@@ -218,4 +224,14 @@ func startProfile(tCtx tContext, path string) *os.File {
 		return nil
 	}
 	return f
+}
+
+// processCPU returns this process's CPU time so far (user and system), in
+// seconds; 0 if unavailable.
+func processCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }

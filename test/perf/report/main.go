@@ -92,6 +92,9 @@ type counters struct {
 	Incoming map[string]float64 `json:"incoming"`
 	// Attempts: scheduler_schedule_attempts_total by result.
 	Attempts map[string]float64 `json:"attempts"`
+	// CPU is the benchmark process's CPU seconds (scheduler and API
+	// server).
+	CPU float64 `json:"cpuSeconds"`
 }
 
 // The events of scheduler_queue_incoming_pods_total that are not requeues:
@@ -109,6 +112,9 @@ type queueing struct {
 	byEvent                 map[string]float64
 	unschedulable           float64 // attempts that found no node
 	phase                   string  // of the requeue counts: "run" or "measured"
+	// cpuPerPod is the process's CPU milliseconds per scheduled pod in
+	// that phase; 0 when not recorded.
+	cpuPerPod float64
 }
 
 func (x extra) queueing() (queueing, bool) {
@@ -133,6 +139,9 @@ func (x extra) queueing() (queueing, bool) {
 		q.byEvent[event] += v
 	}
 	q.unschedulable = c.Attempts["unschedulable"]
+	if n := c.Attempts["scheduled"]; n > 0 {
+		q.cpuPerPod = 1000 * c.CPU / n
+	}
 	return q, true
 }
 
@@ -225,14 +234,15 @@ func main() {
 
 // printRatios prints one table of every workload's WASM/native ratios for
 // both toolchains: throughput (each round's in brackets, runs paired by
-// round), guest linear memory per instance at the end, and peak RSS over
-// native's.
+// round), the process's CPU per scheduled pod over native's (above 1: the
+// WASM profile spends more), guest linear memory per instance at the end,
+// and peak RSS over native's.
 func printRatios(w io.Writer, rows []*row, markdown bool) {
 	names, by := workloads(rows)
 	wasm := profileOrder[2:]
 	cells := [][]string{{"workload"}}
 	for _, p := range wasm {
-		cells[0] = append(cells[0], p+" / native (rounds)", p+" guest MiB/instance", p+" RSS / native")
+		cells[0] = append(cells[0], p+" / native (rounds)", p+" CPU per pod / native", p+" guest MiB/instance", p+" RSS / native")
 	}
 	for _, name := range names {
 		native := by[name]["native"]
@@ -244,7 +254,7 @@ func printRatios(w io.Writer, rows []*row, markdown bool) {
 		for _, p := range wasm {
 			r := by[name][p]
 			if r == nil || len(r.runs) == 0 {
-				line = append(line, "-", "-", "-")
+				line = append(line, "-", "-", "-", "-")
 				continue
 			}
 			any = true
@@ -254,14 +264,17 @@ func printRatios(w io.Writer, rows []*row, markdown bool) {
 					rounds = append(rounds, fmt.Sprintf("%.2f", rn.throughput["Average"]/native.runs[i].throughput["Average"]))
 				}
 			}
-			mem, rss := "-", "-"
+			mem, rss, cpu := "-", "-", "-"
+			if r.hasQueueing && native.hasQueueing && r.queueing.cpuPerPod > 0 && native.queueing.cpuPerPod > 0 {
+				cpu = fmt.Sprintf("%.2f", r.queueing.cpuPerPod/native.queueing.cpuPerPod)
+			}
 			if r.extra.Instances > 0 {
 				mem = fmt.Sprintf("%.1f", mib(r.extra.GuestMemory)/float64(r.extra.Instances))
 			}
 			if native.extra.PeakRSS > 0 {
 				rss = fmt.Sprintf("%.2f", float64(r.extra.PeakRSS)/float64(native.extra.PeakRSS))
 			}
-			line = append(line, fmt.Sprintf("%.2f [%s]", r.throughput["Average"]/native.throughput["Average"], strings.Join(rounds, " ")), mem, rss)
+			line = append(line, fmt.Sprintf("%.2f [%s]", r.throughput["Average"]/native.throughput["Average"], strings.Join(rounds, " ")), cpu, mem, rss)
 		}
 		if any {
 			cells = append(cells, line)
@@ -282,7 +295,7 @@ func printRatios(w io.Writer, rows []*row, markdown bool) {
 		}
 		return
 	}
-	fmt.Fprintln(w, "Ratios (throughput wasm/native, each round's in brackets; guest memory per instance; peak RSS over native's):")
+	fmt.Fprintln(w, "Ratios (throughput wasm/native, each round's in brackets; CPU per scheduled pod over native's; guest memory per instance; peak RSS over native's):")
 	widths := make([]int, len(cells[0]))
 	for _, c := range cells {
 		for i, v := range c {
@@ -435,6 +448,7 @@ func meanQueueing(runs []*run) (queueing, bool) {
 		out.batchAttempts += q.batchAttempts
 		out.requeues += q.requeues
 		out.unschedulable += q.unschedulable
+		out.cpuPerPod += q.cpuPerPod
 		out.phase = q.phase
 		for e, v := range q.byEvent {
 			out.byEvent[e] += v
@@ -448,6 +462,7 @@ func meanQueueing(runs []*run) (queueing, bool) {
 	}
 	f := 1 / float64(n)
 	out.hintUsed, out.batchAttempts, out.requeues, out.unschedulable = out.hintUsed*f, out.batchAttempts*f, out.requeues*f, out.unschedulable*f
+	out.cpuPerPod *= f
 	for e := range out.byEvent {
 		out.byEvent[e] *= f
 	}
@@ -508,6 +523,9 @@ func printSummary(w io.Writer, rows []*row) {
 		fmt.Fprintf(w, "%-26s %-12s batching: %.0f of %.0f attempts used a hint%s\n", r.workload, r.profile, q.hintUsed, q.batchAttempts, flushed)
 		fmt.Fprintf(w, "%-26s %-12s requeues: %.0f (%s part; %.0f unschedulable attempts)%s\n", r.workload, r.profile,
 			q.requeues, q.phase, q.unschedulable, parenthesised(q.events()))
+		if q.cpuPerPod > 0 {
+			fmt.Fprintf(w, "%-26s %-12s CPU: %.2f ms per scheduled pod (%s part; scheduler and API server)%s\n", r.workload, r.profile, q.cpuPerPod, q.phase, cpuPerRun(r))
+		}
 	}
 	for _, r := range rows {
 		for i, rn := range r.runs {
@@ -539,6 +557,9 @@ func printSummary(w io.Writer, rows []*row) {
 			if native.attempt["Perc99"] > 0 {
 				more = append(more, fmt.Sprintf("attempt p99 %.2f", wasm.attempt["Perc99"]/native.attempt["Perc99"]))
 			}
+			if wasm.queueing.cpuPerPod > 0 && native.queueing.cpuPerPod > 0 {
+				more = append(more, fmt.Sprintf("CPU per pod %.2f", wasm.queueing.cpuPerPod/native.queueing.cpuPerPod))
+			}
 			if len(more) > 0 {
 				fmt.Fprintf(w, "%s%s %s\n", prefix, label, strings.Join(more, ", "))
 			}
@@ -555,6 +576,20 @@ func printSummary(w io.Writer, rows []*row) {
 			}
 		}
 	}
+}
+
+// cpuPerRun lists each run's CPU ms per scheduled pod: "  runs: 9.8, 10.4".
+func cpuPerRun(r *row) string {
+	var parts []string
+	for _, rn := range r.runs {
+		if q, ok := rn.extra.queueing(); ok && q.cpuPerPod > 0 {
+			parts = append(parts, fmt.Sprintf("%.2f", q.cpuPerPod))
+		}
+	}
+	if len(parts) < 2 {
+		return ""
+	}
+	return "  runs: " + strings.Join(parts, ", ")
 }
 
 // ratio is " (a/b x)" when b is not zero.

@@ -22,6 +22,7 @@ func TestQueueing(t *testing.T) {
 				"AssignedPodDelete backoff": 20, "AssignedPodAdd active": 3,
 			},
 			Attempts: map[string]float64{"scheduled": 2000, "unschedulable": 507},
+			CPU:      25,
 		},
 	}}
 	q, ok := x.queueing()
@@ -35,7 +36,8 @@ func TestQueueing(t *testing.T) {
 	r.queueing, r.hasQueueing = meanQueueing(r.runs)
 	var out bytes.Buffer
 	printSummary(&out, []*row{r})
-	for _, want := range []string{"batching: 30 of 40 attempts used a hint", "requeues: 30 (measured part; 507 unschedulable attempts): AssignedPodDelete 20"} {
+	for _, want := range []string{"batching: 30 of 40 attempts used a hint", "requeues: 30 (measured part; 507 unschedulable attempts): AssignedPodDelete 20",
+		"CPU: 12.50 ms per scheduled pod (measured part; scheduler and API server)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
@@ -60,12 +62,14 @@ func TestGuestTime(t *testing.T) {
 func TestRatios(t *testing.T) {
 	tp := func(v float64) *run { return &run{throughput: map[string]float64{"Average": v}} }
 	native := &row{workload: "GPU 500Nodes", profile: "native", runs: []*run{tp(100), tp(80)},
-		throughput: map[string]float64{"Average": 90}, extra: extra{PeakRSS: 400 << 20}}
+		throughput: map[string]float64{"Average": 90}, extra: extra{PeakRSS: 400 << 20},
+		hasQueueing: true, queueing: queueing{cpuPerPod: 8}}
 	goRow := &row{workload: "GPU 500Nodes", profile: "wasm-go", runs: []*run{tp(95), tp(80)},
-		throughput: map[string]float64{"Average": 87.5}, extra: extra{PeakRSS: 500 << 20, Instances: 4, GuestMemory: 40 << 20}}
+		throughput: map[string]float64{"Average": 87.5}, extra: extra{PeakRSS: 500 << 20, Instances: 4, GuestMemory: 40 << 20},
+		hasQueueing: true, queueing: queueing{cpuPerPod: 9}}
 	var out bytes.Buffer
 	printRatios(&out, []*row{native, goRow}, false)
-	for _, want := range []string{"wasm-tinygo / native (rounds)", "GPU 500Nodes", "0.97 [0.95 1.00]", "10.0", "1.25"} {
+	for _, want := range []string{"wasm-tinygo / native (rounds)", "GPU 500Nodes", "0.97 [0.95 1.00]", "1.12", "10.0", "1.25"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("ratios lack %q:\n%s", want, out.String())
 		}
