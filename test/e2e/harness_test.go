@@ -91,6 +91,10 @@ type cluster struct {
 	kubeconfig string
 	config     string
 	sched      *controlplane.Scheduler
+	// live are replicas that must keep running while the test waits on
+	// the published status: such a wait fails as soon as one has exited,
+	// rather than at its deadline.
+	live []*replica
 }
 
 // schedulerConfig writes a configuration enabling WasmPolicy (at every

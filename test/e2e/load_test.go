@@ -138,6 +138,7 @@ func TestLoadWithReloads(t *testing.T) {
 		policies = append(policies, p)
 	}
 	r := startReplica(t, "kube-scheduler", electedConfig(t, c.kubeconfig, policies, steadyLease, 200))
+	c.live = append(c.live, r)
 	for _, n := range names {
 		r.running()
 		c.waitActive(n, source.Digest(versions[n][0]), 120*time.Second)
