@@ -39,6 +39,14 @@ PKGS          := ./... ./abi/... ./guest/...
 E2E_PROCS     ?= 2
 TEST_CLAIMS   := WASMSCHED_TEST_CLAIMS
 RACE_PKGS     := ./host ./host/compose ./host/convert ./host/engine ./host/eval ./host/interrupt ./host/lifecycle ./host/plugin ./host/policy ./host/pool
+# RACE_PKGS run under the race detector with -tags nocontrolplane, which
+# leaves out their tests that start a control plane: compiling the API
+# server and etcd with -race as well (about 800 packages more than
+# kube-scheduler's) cost a cold-cache CI run minutes for those few tests.
+# CP_PKGS are the race packages with such tests: make test runs them
+# again, whole, without -race.
+RACE_TAGS     := nocontrolplane
+CP_PKGS       := ./host/plugin
 # PKGS but RACE_PKGS, as import paths (evaluated only by make test).
 PLAIN_PKGS     = $(filter-out $(shell $(GO) list $(RACE_PKGS)),$(shell $(GO) list $(PKGS)))
 
@@ -266,22 +274,24 @@ test: default-minor vet
 	@# process of them keeps about a quarter of 2 cores busy): E2E_PROCS-1
 	@# more processes of them run beside go test's, each test in the first
 	@# process to claim it (testwasm.EnvClaims, test/e2e's TestMain). The
-	@# host packages that run guests (RACE_PKGS) run once, under the race
-	@# detector, while those processes still run; host/source's tests start
-	@# a control plane, too costly to build with -race on 2 cores.
+	@# host packages that run guests (RACE_PKGS) run under the race
+	@# detector, while those processes still run, without their tests that
+	@# start a control plane (RACE_TAGS): an API server is too costly to
+	@# build with -race on 2 cores. Those tests (CP_PKGS; host/source's)
+	@# run without it.
 	@claims=$$(mktemp -d) && pids= && rc=0; \
 	for i in $$(seq 2 $(E2E_PROCS)); do \
 	  echo "$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ &"; \
 	  $(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ & pids="$$pids $$!"; \
 	done; \
-	echo "$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) [every package but RACE_PKGS]"; \
-	$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PLAIN_PKGS) || rc=1; \
-	echo "$(GO) test -count=1 -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS)"; \
-	$(GO) test -count=1 -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS) || rc=1; \
+	echo "$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) [every package but RACE_PKGS] $(CP_PKGS)"; \
+	$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PLAIN_PKGS) $(CP_PKGS) || rc=1; \
+	echo "$(GO) test -count=1 -race -tags $(RACE_TAGS) -timeout $(TEST_TIMEOUT) $(RACE_PKGS)"; \
+	$(GO) test -count=1 -race -tags $(RACE_TAGS) -timeout $(TEST_TIMEOUT) $(RACE_PKGS) || rc=1; \
 	for p in $$pids; do wait $$p || rc=1; done; rm -rf $$claims; exit $$rc
 	@# host/clusterctx's stores and usage are fed by informers while cycles
-	@# read them; -short leaves out its control-plane test.
-	$(GO) test -count=1 -race -short ./host/clusterctx
+	@# read them; the tag leaves out its control-plane test (run above).
+	$(GO) test -count=1 -race -tags $(RACE_TAGS) ./host/clusterctx
 	$(MAKE) --no-print-directory fuzz
 
 ## minors: the Kubernetes minors this tree builds for, the default first

@@ -1,3 +1,10 @@
+//go:build !nocontrolplane
+
+// Left out with -tags nocontrolplane: make test runs this package under the
+// race detector without the tests that start a control plane, which would
+// link the API server, compiled with -race on 2 cores at a cold cache, for
+// them alone; they run without -race (Makefile, CP_PKGS).
+
 package plugin
 
 import (

@@ -65,6 +65,9 @@ func (c shadowCounts) delta(before shadowCounts) string {
 // (waiting pods, wait sets) needs a Handle; the cycle's Permit is what the
 // shadow hooks into.
 func TestShadowComparesScoreAndPermit(t *testing.T) {
+	// The counters count once registered, which New does; this test
+	// builds the plugin's parts without it.
+	registerMetrics()
 	ctx := context.Background()
 	probe := testwasm.Bytes(t, "test/guests/probe")
 	load := func(name, settings string) *policy.Policy {
