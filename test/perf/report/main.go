@@ -578,18 +578,15 @@ func printSummary(w io.Writer, rows []*row) {
 	}
 }
 
-// cpuPerRun lists each run's CPU ms per scheduled pod: "  runs: 9.8, 10.4".
+// cpuPerRun lists each run's CPU ms per scheduled pod: "  runs: 9.80, 10.40".
 func cpuPerRun(r *row) string {
-	var parts []string
+	var vs []string
 	for _, rn := range r.runs {
 		if q, ok := rn.extra.queueing(); ok && q.cpuPerPod > 0 {
-			parts = append(parts, fmt.Sprintf("%.2f", q.cpuPerPod))
+			vs = append(vs, fmt.Sprintf("%.2f", q.cpuPerPod))
 		}
 	}
-	if len(parts) < 2 {
-		return ""
-	}
-	return "  runs: " + strings.Join(parts, ", ")
+	return runsList(vs)
 }
 
 // ratio is " (a/b x)" when b is not zero.
@@ -609,12 +606,17 @@ func parenthesised(s string) string {
 
 // perRun lists the throughput of each run when there were several.
 func perRun(r *row) string {
-	if len(r.runs) < 2 {
-		return ""
-	}
 	var vs []string
 	for _, rn := range r.runs {
 		vs = append(vs, fmt.Sprintf("%.1f", rn.throughput["Average"]))
+	}
+	return runsList(vs)
+}
+
+// runsList is "  runs: a, b, ..." for two values or more, "" for fewer.
+func runsList(vs []string) string {
+	if len(vs) < 2 {
+		return ""
 	}
 	return "  runs: " + strings.Join(vs, ", ")
 }
