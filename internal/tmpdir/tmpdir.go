@@ -32,12 +32,15 @@ const ownerFile = ".wasmsched-owner"
 // sharing the directory keeps its directory). Directories Make did not make
 // are never touched.
 func Make(prefix string) (string, error) {
-	Sweep(os.TempDir(), prefix)
+	me, ok := self()
+	if ok {
+		sweep(os.TempDir(), prefix, me)
+	}
 	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		return "", err
 	}
-	if me, ok := self(); ok {
+	if ok {
 		if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(me.String()), 0o600); err != nil {
 			os.RemoveAll(dir)
 			return "", err
@@ -54,6 +57,11 @@ func Sweep(parent, prefix string) []string {
 	if !ok {
 		return nil
 	}
+	return sweep(parent, prefix, me)
+}
+
+// sweep is Sweep for the calling process me.
+func sweep(parent, prefix string, me owner) []string {
 	dirs, _ := filepath.Glob(filepath.Join(parent, prefix+"*"))
 	var removed []string
 	for _, dir := range dirs {
