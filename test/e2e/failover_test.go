@@ -317,9 +317,7 @@ func (c *cluster) waitAllBound(n int, timeout time.Duration) map[string]string {
 	nodes := map[string]string{}
 	unbound := 0
 	err := testwasm.Poll(c.t, 500*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
-		for _, r := range c.live {
-			r.running()
-		}
+		c.liveRunning()
 		list, err := c.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

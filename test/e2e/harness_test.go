@@ -97,6 +97,14 @@ type cluster struct {
 	live []*replica
 }
 
+// liveRunning fails the test at once if one of c.live has exited.
+func (c *cluster) liveRunning() {
+	c.t.Helper()
+	for _, r := range c.live {
+		r.running()
+	}
+}
+
 // schedulerConfig writes a configuration enabling WasmPolicy (at every
 // point, with a weight that makes its score dominate) in the default
 // profile; each tweak may then edit the configuration.

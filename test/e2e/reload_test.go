@@ -103,15 +103,14 @@ func (c *cluster) waitActive(policy, digest string, timeout time.Duration) time.
 }
 
 // waitStatus polls the published status until an entry of policy satisfies
-// done; it fails the test at once when one of c.live has exited. It returns the last status seen that names the policy, and whether
-// done was met before timeout.
+// done; it fails the test at once when one of c.live has exited. It
+// returns the last status seen that names the policy, and whether done
+// was met before timeout.
 func (c *cluster) waitStatus(policy string, timeout time.Duration, done func(lifecycle.SlotStatus) bool) (string, bool) {
 	c.t.Helper()
 	var last string
 	err := testwasm.Poll(c.t, 20*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
-		for _, r := range c.live {
-			r.running()
-		}
+		c.liveRunning()
 		cm, err := c.client.CoreV1().ConfigMaps(policyNamespace).Get(ctx, lifecycle.StatusConfigMap, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
