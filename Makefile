@@ -2,6 +2,14 @@
 # and example policies; `make test` runs every test. Both set themselves up.
 
 GO            ?= go
+# Every build but the race detector's runs with cgo off: the image's
+# kube-scheduler must be static, and one setting for tests, tools and
+# binaries lets them share one build cache (cgo on or off compiles every
+# package above net and os/user again, most of Kubernetes). Race builds
+# need cgo and set it themselves (RACE_ENV).
+CGO_ENABLED   ?= 0
+export CGO_ENABLED
+RACE_ENV      := CGO_ENABLED=1
 BIN           := $(CURDIR)/bin
 TOOLS         := $(CURDIR)/.bin
 EXAMPLES      := $(notdir $(patsubst %/,%,$(dir $(wildcard examples/*/main.go))))
@@ -269,7 +277,7 @@ vet:
 test: default-minor vet
 	@# test/e2e runs kube-scheduler built with -race (failover, load): compile
 	@# it here, so that its tests only link it, within their timeout.
-	$(GO) build -race -o /dev/null ./cmd/kube-scheduler
+	$(RACE_ENV) $(GO) build -race -o /dev/null ./cmd/kube-scheduler
 	@# test/e2e's tests mostly wait on control planes and schedulers (a
 	@# process of them keeps about a quarter of 2 cores busy): E2E_PROCS-1
 	@# more processes of them run beside go test's, each test in the first
@@ -286,12 +294,12 @@ test: default-minor vet
 	done; \
 	echo "$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) [every package but RACE_PKGS] $(CP_PKGS)"; \
 	$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PLAIN_PKGS) $(CP_PKGS) || rc=1; \
-	echo "$(GO) test -count=1 -race -tags $(RACE_TAGS) -timeout $(TEST_TIMEOUT) $(RACE_PKGS)"; \
-	$(GO) test -count=1 -race -tags $(RACE_TAGS) -timeout $(TEST_TIMEOUT) $(RACE_PKGS) || rc=1; \
+	echo "$(RACE_ENV) $(GO) test -count=1 -race -tags $(RACE_TAGS) -timeout $(TEST_TIMEOUT) $(RACE_PKGS)"; \
+	$(RACE_ENV) $(GO) test -count=1 -race -tags $(RACE_TAGS) -timeout $(TEST_TIMEOUT) $(RACE_PKGS) || rc=1; \
 	for p in $$pids; do wait $$p || rc=1; done; rm -rf $$claims; exit $$rc
 	@# host/clusterctx's stores and usage are fed by informers while cycles
 	@# read them; the tag leaves out its control-plane test (run above).
-	$(GO) test -count=1 -race -tags $(RACE_TAGS) ./host/clusterctx
+	$(RACE_ENV) $(GO) test -count=1 -race -tags $(RACE_TAGS) ./host/clusterctx
 	$(MAKE) --no-print-directory fuzz
 
 ## minors: the Kubernetes minors this tree builds for, the default first

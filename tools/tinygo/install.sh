@@ -45,6 +45,8 @@ fi
 # tools/tinygo is a module of its own, outside the repository's go.work:
 # build it on its own go.mod.
 export GOWORK=off
+# TinyGo links LLVM through cgo (the Makefile turns cgo off for its own builds).
+export CGO_ENABLED=1
 
 # The stamp names what the installed toolchain was built from; a matching
 # stamp with the binary and root present means there is nothing to do.
