@@ -83,7 +83,7 @@ func TestGeneratePlacementsFaults(t *testing.T) {
 		{"duplicate", `placement "twice" names node n1 twice`},
 		{"many", "it proposed 300 placements, more than the bound of 256"},
 	} {
-		p, err := Load(context.Background(), Options{Name: "groupprobe", Wasm: wasm, Settings: []byte(`{"generate": "` + c.mode + `"}`), MaxInstances: 1})
+		p, err := Load(context.Background(), Options{Name: "groupprobe", Wasm: wasm, Settings: []byte(`{"generate": "` + c.mode + `"}`), MaxInstances: 1, Engine: engine.Config{CallTimeout: testCallTimeout}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +104,7 @@ func TestGeneratePlacementsFaults(t *testing.T) {
 		}
 		p.Close(context.Background())
 	}
-	p, err := Load(context.Background(), Options{Name: "groupprobe", Wasm: wasm, Settings: []byte(`{"generate": "error"}`), MaxInstances: 1})
+	p, err := Load(context.Background(), Options{Name: "groupprobe", Wasm: wasm, Settings: []byte(`{"generate": "error"}`), MaxInstances: 1, Engine: engine.Config{CallTimeout: testCallTimeout}})
 	if err != nil {
 		t.Fatal(err)
 	}

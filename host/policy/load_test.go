@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/wasmsched/wasmsched/host/engine"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
@@ -32,7 +33,7 @@ func TestLoadStagesAndCancellation(t *testing.T) {
 				cancel()
 			}
 			var stages []string
-			p, err := Load(ctx, Options{Name: "probe", Wasm: wasm, MaxInstances: 1, Stage: func(s string) {
+			p, err := Load(ctx, Options{Name: "probe", Wasm: wasm, MaxInstances: 1, Engine: engine.Config{CallTimeout: testCallTimeout}, Stage: func(s string) {
 				stages = append(stages, s)
 				if s == tc.cancelAt {
 					cancel()

@@ -22,9 +22,16 @@ import (
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
+// testCallTimeout bounds the calls of tests that are not about deadlines:
+// under -race, on a 2-core machine busy with other tests, a call that takes
+// milliseconds alone (a sync of 10 MB of context) can miss the default
+// 200 ms. Tests of deadlines set their own.
+const testCallTimeout = 10 * time.Second
+
 func load(t *testing.T, settings string, tweak ...func(*Options)) *Policy {
 	t.Helper()
-	opts := Options{Name: "probe", Wasm: testwasm.Bytes(t, "test/guests/probe"), Settings: []byte(settings), MaxInstances: 1}
+	opts := Options{Name: "probe", Wasm: testwasm.Bytes(t, "test/guests/probe"), Settings: []byte(settings), MaxInstances: 1,
+		Engine: engine.Config{CallTimeout: testCallTimeout}}
 	for _, f := range tweak {
 		f(&opts)
 	}
@@ -38,7 +45,8 @@ func load(t *testing.T, settings string, tweak ...func(*Options)) *Policy {
 
 func loadErr(t *testing.T, settings string, tweak ...func(*Options)) error {
 	t.Helper()
-	opts := Options{Name: "probe", Wasm: testwasm.Bytes(t, "test/guests/probe"), Settings: []byte(settings), MaxInstances: 1}
+	opts := Options{Name: "probe", Wasm: testwasm.Bytes(t, "test/guests/probe"), Settings: []byte(settings), MaxInstances: 1,
+		Engine: engine.Config{CallTimeout: testCallTimeout}}
 	for _, f := range tweak {
 		f(&opts)
 	}
