@@ -351,7 +351,7 @@ check-k8s-mods: k8s-mods
 ## 1.27); a count has no deadline to race.
 FUZZTIME     ?=
 FUZZ_TARGETS := ./guest:FuzzDispatch:20000x ./guest:FuzzValue:50000x ./guest/guesttest:FuzzParseQuantity:50000x ./host/engine:FuzzGuestAnswers:30000x ./host/interrupt:FuzzInstrument:3000x \
-                ./host/source:FuzzAssemble:30x ./host/source:FuzzPackAssemble:200x
+                ./host/source/cmformat:FuzzAssemble:30x ./host/source/cmformat:FuzzPackAssemble:200x
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; budget=$(or $(FUZZTIME),$${rest#*:}); \

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/wasmsched/wasmsched/host/source/cmformat"
 )
 
 // Modules cached on the scheduler's disk.
@@ -93,7 +95,7 @@ func (c *Cache) Put(module []byte) error {
 // Get reads the module digest from the cache. A module not cached is an
 // error wrapping fs.ErrNotExist.
 func (c *Cache) Get(digest string) (Version, error) {
-	if !isDigest(digest) {
+	if !cmformat.IsDigest(digest) {
 		return Version{}, fmt.Errorf("module cache: %q is not a sha256 digest", digest)
 	}
 	p := c.path(digest)

@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/wasmsched/wasmsched/host/source/cmformat"
 )
 
 // Timing of the ConfigMap source.
@@ -170,7 +172,7 @@ type assembly struct {
 // look assembles the current ConfigMaps and reports. It returns when to
 // look again if a failure has not settled yet.
 func (a *assembly) look(list []*v1.ConfigMap, now time.Time) (retry time.Time) {
-	module, digest, chunks, err := assemble(a.src.policy, list)
+	module, digest, err := Assemble(a.src.policy, list)
 	if errors.Is(err, ErrNoChunks) {
 		a.lastDigest, a.lastErr, a.failingSince = "", "", time.Time{}
 		if !a.deleted {
@@ -184,9 +186,11 @@ func (a *assembly) look(list []*v1.ConfigMap, now time.Time) (retry time.Time) {
 		a.lastErr, a.failingSince = "", time.Time{}
 		if digest != a.lastDigest {
 			a.lastDigest = digest
-			v := Version{Module: module, Digest: digest, Origin: originOf(a.src.namespace, a.src.policy, chunks)}
+			v := Version{Module: module, Digest: digest}
 			for _, cm := range list {
 				if cm.Name == ChunkName(a.src.policy, 0) {
+					chunks, _ := cmformat.DeclaredChunks(cm) // well formed: Assemble took it
+					v.Origin = originOf(a.src.namespace, a.src.policy, chunks)
 					v.ResourceVersion = cm.ResourceVersion
 					v.Signatures = chunkSignatures(a.src.namespace, cm)
 				}

@@ -1,5 +1,3 @@
-//go:build !nocontrolplane
-
 package source
 
 import (
@@ -16,6 +14,8 @@ import (
 	"github.com/wasmsched/wasmsched/internal/controlplane"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
+
+const ns = "wasmsched-system"
 
 // TestConfigMaps runs the ConfigMap source against a real API server:
 // real modules, each split into several ConfigMaps of nearly 1 MiB.

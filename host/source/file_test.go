@@ -8,13 +8,15 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
 const poll = 20 * time.Millisecond
 
 func TestFileDeliversChanges(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gpu.wasm")
-	v1, v2 := fakeModule(1, 5000), fakeModule(2, 6000)
+	v1, v2 := testwasm.FakeModule(1, 5000), testwasm.FakeModule(2, 6000)
 	if err := os.WriteFile(path, v1, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +41,7 @@ func TestFileDeliversChanges(t *testing.T) {
 
 	// Replaced by a rename (another inode, same size and mtime as before).
 	tmp := path + ".tmp"
-	v3 := fakeModule(3, 6000)
+	v3 := testwasm.FakeModule(3, 6000)
 	touch(t, tmp, v3, time.Now().Add(2*time.Minute))
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
@@ -62,7 +64,7 @@ func TestFileMissing(t *testing.T) {
 	r.quiet(t, seen, 10*poll)
 
 	// The file appears: delivered.
-	m := fakeModule(1, 5000)
+	m := testwasm.FakeModule(1, 5000)
 	if err := os.WriteFile(path, m, 0o644); err != nil {
 		t.Fatal(err)
 	}

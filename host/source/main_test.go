@@ -1,7 +1,3 @@
-//go:build !nocontrolplane
-
-// Left out with -tags nocontrolplane, for fuzzing (see fuzz_test.go).
-
 package source
 
 import (

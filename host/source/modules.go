@@ -12,13 +12,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	api "github.com/wasmsched/wasmsched/host/api/v1alpha1"
+	"github.com/wasmsched/wasmsched/host/source/cmformat"
 )
 
 // Content-addressed modules.
 //
 // A SchedulingPolicy names its module by sha256. When the bytes are in
 // ConfigMaps, they are the chunks of "policy" api.ModuleName(sha256) in
-// the format above, with two differences: they are immutable (a version
+// the format of package cmformat, with two differences: they are immutable (a version
 // is never overwritten, so a bad push cannot damage a good one) and
 // labelled LabelModule, which `wasmsched push` uses to find chunks nothing
 // refers to any more. A module shared by several policies is stored once.
@@ -58,8 +59,9 @@ func FetchModule(ctx context.Context, client kubernetes.Interface, namespace, sh
 	if err != nil {
 		return Version{}, &ChunkError{ConfigMap: namespace + "/" + first, Err: err}
 	}
-	n, ok := parseCount(cm0.Annotations[AnnotationChunks])
-	if !ok || n < 1 || n > MaxChunks {
+	// How many chunks to get; all there are, once Assemble has taken chunk 0.
+	n, ok := cmformat.DeclaredChunks(cm0)
+	if !ok {
 		n = 1 // Assemble names what is wrong with chunk 0
 	}
 	cms := []*v1.ConfigMap{cm0}
@@ -73,14 +75,14 @@ func FetchModule(ctx context.Context, client kubernetes.Interface, namespace, sh
 		}
 		cms = append(cms, cm)
 	}
-	module, digest, chunks, err := assemble(name, cms)
+	module, digest, err := Assemble(name, cms)
 	if err != nil {
 		return Version{}, err
 	}
 	if digest != sha256 {
 		return Version{}, &ChunkError{ConfigMap: namespace + "/" + first, Err: fmt.Errorf("holds module %s, not %s", digest, sha256)}
 	}
-	return Version{Module: module, Digest: digest, Origin: originOf(namespace, name, chunks), Signatures: chunkSignatures(namespace, cm0)}, nil
+	return Version{Module: module, Digest: digest, Origin: originOf(namespace, name, n), Signatures: chunkSignatures(namespace, cm0)}, nil
 }
 
 // FetchURL downloads a module once and checks it is sha256 (the rules of

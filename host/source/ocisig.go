@@ -21,6 +21,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/wasmsched/wasmsched/host/source/cmformat"
 )
 
 // Signatures of OCI artifacts, stored as cosign stores them: an image at
@@ -179,7 +181,7 @@ type cachedSignature struct {
 // the registry down can check them. They are checked by host/trust when
 // read back, like any others: the file vouches for nothing by itself.
 func (c *Cache) PutSignatures(digest, manifest string, sigs []Signature) error {
-	if !isDigest(digest) {
+	if !cmformat.IsDigest(digest) {
 		return fmt.Errorf("module cache: %q is not a sha256 digest", digest)
 	}
 	cs := cachedSignatures{Manifest: manifest, Signatures: []cachedSignature{}}
@@ -210,7 +212,7 @@ func (c *Cache) PutSignatures(digest, manifest string, sigs []Signature) error {
 // manifest and the signatures (none, without error, when nothing was
 // kept).
 func (c *Cache) Signatures(digest string) (string, []Signature, error) {
-	if !isDigest(digest) {
+	if !cmformat.IsDigest(digest) {
 		return "", nil, fmt.Errorf("module cache: %q is not a sha256 digest", digest)
 	}
 	p := filepath.Join(c.dir, digest+sigSuffix)

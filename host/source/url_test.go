@@ -8,10 +8,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
 func TestURL(t *testing.T) {
-	module := fakeModule(1, 5000)
+	module := testwasm.FakeModule(1, 5000)
 	var hits atomic.Int32
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)

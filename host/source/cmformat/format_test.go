@@ -1,4 +1,4 @@
-package source
+package cmformat
 
 import (
 	"bytes"
@@ -10,33 +10,18 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"math/rand/v2"
 	"reflect"
 	"runtime"
 	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
 const ns = "wasmsched-system"
-
-// fakeModule is deterministic, partly compressible data standing in for a
-// module.
-func fakeModule(seed uint64, n int) []byte {
-	r := rand.New(rand.NewPCG(seed, 7))
-	b := make([]byte, n)
-	for i := range b {
-		if i%4 == 0 {
-			b[i] = byte(r.Uint32())
-		} else {
-			b[i] = byte(i / 64)
-		}
-	}
-	return b
-}
 
 // packSmall packs with a small chunk size, to get several chunks from
 // little data.
@@ -129,13 +114,13 @@ func TestPackRejects(t *testing.T) {
 // TestAssembleErrors damages a 3-chunk set in every way and checks the
 // exact error, which names the ConfigMap concerned.
 func TestAssembleErrors(t *testing.T) {
-	module := fakeModule(1, 3000)
+	module := testwasm.FakeModule(1, 3000)
 	good := packSmall(t, "gpu", module, 900)
 	if len(good) != 3 {
 		t.Fatalf("packed into %d chunks, want 3", len(good))
 	}
 	digest := Digest(module)
-	other := fakeModule(2, 5000)
+	other := testwasm.FakeModule(2, 5000)
 	older := packSmall(t, "gpu", other, 900) // a bigger, older version
 	if len(older) < 4 {
 		t.Fatalf("older version has %d chunks, want 4 or more", len(older))
@@ -309,8 +294,8 @@ func TestAssembleErrors(t *testing.T) {
 // Chunks of other modules and beyond N are ignored: a leftover gpu-3 of an
 // older, bigger version does not matter.
 func TestAssembleIgnoresLeftovers(t *testing.T) {
-	module := fakeModule(1, 3000)
-	older := packSmall(t, "gpu", fakeModule(2, 5000), 900)
+	module := testwasm.FakeModule(1, 3000)
+	older := packSmall(t, "gpu", testwasm.FakeModule(2, 5000), 900)
 	cms := append(packSmall(t, "gpu", module, 900), older[3:]...)
 	// Not chunks of gpu: other names, another policy's label.
 	extra := cms[0].DeepCopy()
@@ -370,6 +355,24 @@ func zeroBomb(mib int) []byte {
 	out.Write(binary.LittleEndian.AppendUint32(nil, crc))
 	out.Write(binary.LittleEndian.AppendUint32(nil, uint32(mib<<20)))
 	return out.Bytes()
+}
+
+func TestDeclaredChunks(t *testing.T) {
+	for v, want := range map[string]int{"1": 1, "100": 100, "0": 0, "101": 0, "03": 0, "+3": 0, "": 0} {
+		cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationChunks: v}}}
+		if n, ok := DeclaredChunks(cm); ok != (want > 0) || n != want && ok {
+			t.Errorf("DeclaredChunks(%q) = %d, %v; want %d", v, n, ok, want)
+		}
+	}
+}
+
+func TestIsDigest(t *testing.T) {
+	d := Digest([]byte("x"))
+	for s, want := range map[string]bool{d: true, strings.ToUpper(d): false, d[1:]: false, "sha256:" + d: false, "": false} {
+		if IsDigest(s) != want {
+			t.Errorf("IsDigest(%q) = %v", s, !want)
+		}
+	}
 }
 
 func TestChunkErrorUnwrap(t *testing.T) {

@@ -1,4 +1,4 @@
-package source
+package cmformat
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
 // fuzzSet turns fuzz inputs into ConfigMaps. meta holds one line per
@@ -64,11 +66,9 @@ func fuzzSeed(cms []*v1.ConfigMap) (string, [3][]byte) {
 	return meta.String(), p
 }
 
-// Fuzz without the control plane tests, which link the whole Kubernetes
-// server: the fuzzer instruments every package of the binary and crawls.
 // Bound minimising, or the workers spend most of the time on it:
 //
-//	go test -tags nocontrolplane -run '^$' -fuzz '^FuzzAssemble$' -fuzztime 60s -fuzzminimizetime 10x ./host/source/
+//	go test -run '^$' -fuzz '^FuzzAssemble$' -fuzztime 60s -fuzzminimizetime 10x ./host/source/cmformat/
 
 // FuzzAssemble feeds Assemble damaged chunk sets. It must never panic, and
 // whatever it accepts must be what the annotations declare.
@@ -77,10 +77,10 @@ func FuzzAssemble(f *testing.F) {
 		meta, p := fuzzSeed(cms)
 		f.Add(meta, fix, p[0], p[1], p[2])
 	}
-	good := packSmall(f, "gpu", fakeModule(1, 3000), 900)
+	good := packSmall(f, "gpu", testwasm.FakeModule(1, 3000), 900)
 	add(good, false)
 	add(good, true)
-	add(packSmall(f, "gpu", fakeModule(3, 200), 900), false)
+	add(packSmall(f, "gpu", testwasm.FakeModule(3, 200), 900), false)
 	add(packSmall(f, "gpu", []byte("\x00asm\x01\x00\x00\x00"), 900), false)
 	add(packSmall(f, "gpu", bytes.Repeat([]byte{0}, 100000), 64), false)
 	add(good[1:], false)
@@ -135,7 +135,7 @@ func FuzzAssemble(f *testing.F) {
 // FuzzPackAssemble checks the round trip for any module.
 func FuzzPackAssemble(f *testing.F) {
 	f.Add([]byte("\x00asm\x01\x00\x00\x00"), uint16(64))
-	f.Add(fakeModule(1, 3000), uint16(900))
+	f.Add(testwasm.FakeModule(1, 3000), uint16(900))
 	f.Fuzz(func(t *testing.T, module []byte, chunk uint16) {
 		if len(module) == 0 {
 			return
