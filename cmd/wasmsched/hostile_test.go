@@ -54,7 +54,7 @@ func TestEvalHostileGuests(t *testing.T) {
 		{name: "endless recursion in filter", settings: `{"at": "filter", "how": "recurse"}`, flags: []string{"--timeout", "20s"}, want: id + `filter: stack overflow: the call stack went past its limit of 16384 KiB \(and 2 more policy failures\)`},
 		{name: "endless recursion at 8Mi", settings: `{"at": "filter", "how": "recurse"}`, flags: []string{"--memory-limit", "8Mi", "--timeout", "20s"}, want: id + `filter: stack overflow: the call stack went past its limit of 512 KiB \(and 2 more policy failures\)`},
 		{name: "instrumentation's global", module: engineGuest("filter_escape"), want: `policy filter_escape@[0-9a-f]{12}: not a valid WebAssembly module: code section: function 6: opcode 0x24 at offset 7: global index 1 out of range \(1 globals\)`},
-		{name: "endless recursion without loops", module: engineGuest("filter_stack"), want: `policy filter_stack@[0-9a-f]{12}: filter: stack overflow: the call stack went past its limit of 16384 KiB \(and 2 more policy failures\)`},
+		{name: "endless recursion without loops", module: engineGuest("filter_stack"), flags: []string{"--timeout", "20s"}, want: `policy filter_stack@[0-9a-f]{12}: filter: stack overflow: the call stack went past its limit of 16384 KiB \(and 2 more policy failures\)`},
 		{name: "memory in filter", settings: `{"at": "filter", "how": "grow"}`, flags: []string{"--memory-limit", "32Mi", "--timeout", "5s"},
 			want: id + `filter: wasm error: unreachable: fatal error: out of memory \(linear memory \d+ bytes, limit 29360128 of memoryLimit 33554432: the memory limit was reached\) \(and 2 more policy failures\)`},
 		{name: "memory in settings", settings: `{"at": "settings", "how": "grow"}`, flags: []string{"--memory-limit", "32Mi"},
