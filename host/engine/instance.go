@@ -238,13 +238,15 @@ func (in *Instance) linearStackExhausted() bool {
 }
 
 // write copies a request into the guest's input buffer and returns its
-// length.
-func (in *Instance) write(call string, data []byte) (uint32, error) {
+// length. The guest makes the buffer under timeout, the deadline of the
+// call the request is for: growing memory for a large sync (and a Go
+// guest's collection on the way) is part of that bulk work.
+func (in *Instance) write(call string, data []byte, timeout time.Duration) (uint32, error) {
 	if len(data) > MaxMessage {
 		return 0, in.m.errorf(call, KindInvalid, fmt.Errorf("request of %d bytes exceeds %d", len(data), MaxMessage))
 	}
 	in.stack[0] = uint64(len(data))
-	ptr, err := in.invoke(call+": buffer", exportBuffer, in.m.cfg.CallTimeout)
+	ptr, err := in.invoke(call+": buffer", exportBuffer, timeout)
 	if err != nil {
 		return 0, err
 	}
@@ -285,7 +287,7 @@ func (in *Instance) code(call string, v uint64) (abiv1.Code, error) {
 // which Init returns as a *CallError of KindRejected.
 func (in *Instance) Init(policyName string, settings []byte) (*abiv1.PolicyInfo, error) {
 	req := Marshal(&abiv1.InitRequest{HostAbiVersion: ABIVersion, PolicyName: policyName, Settings: settings, CycleFlags: true})
-	n, err := in.write("init", req)
+	n, err := in.write("init", req, in.m.cfg.InitTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -366,7 +368,7 @@ func (in *Instance) Result(call string) (*abiv1.Result, error) {
 
 // send writes a request and calls fn with its length.
 func (in *Instance) send(call string, x export, req []byte, timeout time.Duration) (abiv1.Code, error) {
-	n, err := in.write(call, req)
+	n, err := in.write(call, req, timeout)
 	if err != nil {
 		return abiv1.Code_CODE_INVALID, err
 	}
@@ -405,7 +407,7 @@ func (f CycleFlags) NoDetail() bool {
 // what the guest said about the cycle (CycleFlags). Flag bits this host
 // does not know are ignored.
 func (in *Instance) Cycle(req []byte) (code abiv1.Code, flags CycleFlags, err error) {
-	n, err := in.write("cycle", req)
+	n, err := in.write("cycle", req, in.m.cfg.CallTimeout)
 	if err != nil {
 		return abiv1.Code_CODE_INVALID, 0, err
 	}
@@ -423,7 +425,7 @@ func (in *Instance) Cycle(req []byte) (code abiv1.Code, flags CycleFlags, err er
 // Call sends a marshalled request for one of the message-carrying points.
 func (in *Instance) Call(point abiv1.Point, req []byte) (abiv1.Code, error) {
 	name := PointName(point)
-	n, err := in.write(name, req)
+	n, err := in.write(name, req, in.m.cfg.CallTimeout)
 	if err != nil {
 		return abiv1.Code_CODE_INVALID, err
 	}
@@ -512,7 +514,7 @@ func (in *Instance) scoreNodes(call string, x export, hs []int32, req []byte) (s
 	for i, h := range hs {
 		binary.LittleEndian.PutUint32(req[4*i:], uint32(h))
 	}
-	if _, err := in.write(call, req); err != nil {
+	if _, err := in.write(call, req, in.m.cfg.CallTimeout); err != nil {
 		return nil, abiv1.Code_CODE_INVALID, -1, err
 	}
 	in.stack[0] = uint64(len(hs))
