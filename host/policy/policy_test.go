@@ -24,18 +24,25 @@ import (
 
 // testCallTimeout bounds the calls of tests that are not about deadlines:
 // under -race, on a 2-core machine busy with other tests, a call that takes
-// milliseconds alone (a sync of 10 MB of context) can miss the default
-// 200 ms. Tests of deadlines set their own.
+// milliseconds alone can miss the default 200 ms. Tests of deadlines set
+// their own.
 const testCallTimeout = 10 * time.Second
 
-func load(t *testing.T, settings string, tweak ...func(*Options)) *Policy {
+// probeOptions loads the probe guest with settings, one instance and
+// testCallTimeout, then applies tweak.
+func probeOptions(t *testing.T, settings string, tweak []func(*Options)) Options {
 	t.Helper()
 	opts := Options{Name: "probe", Wasm: testwasm.Bytes(t, "test/guests/probe"), Settings: []byte(settings), MaxInstances: 1,
 		Engine: engine.Config{CallTimeout: testCallTimeout}}
 	for _, f := range tweak {
 		f(&opts)
 	}
-	p, err := Load(context.Background(), opts)
+	return opts
+}
+
+func load(t *testing.T, settings string, tweak ...func(*Options)) *Policy {
+	t.Helper()
+	p, err := Load(context.Background(), probeOptions(t, settings, tweak))
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -45,12 +52,7 @@ func load(t *testing.T, settings string, tweak ...func(*Options)) *Policy {
 
 func loadErr(t *testing.T, settings string, tweak ...func(*Options)) error {
 	t.Helper()
-	opts := Options{Name: "probe", Wasm: testwasm.Bytes(t, "test/guests/probe"), Settings: []byte(settings), MaxInstances: 1,
-		Engine: engine.Config{CallTimeout: testCallTimeout}}
-	for _, f := range tweak {
-		f(&opts)
-	}
-	p, err := Load(context.Background(), opts)
+	p, err := Load(context.Background(), probeOptions(t, settings, tweak))
 	if err == nil {
 		_ = p.Close(context.Background())
 		t.Fatalf("Load succeeded, want an error")
