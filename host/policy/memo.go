@@ -91,7 +91,9 @@ func (p *Policy) ScoreAllMemo(ctx context.Context, c *Cycle, nodes []fwk.NodeInf
 	if reuse {
 		values = make([]int64, len(nodes))
 		for i, h := range hs {
-			values[i] = memo.entries[h].raw
+			if int(h) < len(memo.entries) { // a node new since: among missing
+				values[i] = memo.entries[h].raw
+			}
 		}
 		for k, i := range missing {
 			values[i] = raw[k]

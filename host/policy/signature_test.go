@@ -146,6 +146,12 @@ func TestScoreMemo(t *testing.T) {
 	if got := score(c, nodes); !slices.Equal(got, []int64{5, 6, 7}) {
 		t.Fatalf("other signature: %v, want every node scored", got)
 	}
+	// A node new since the last cycle (no memo entry yet) is scored, the
+	// others reused.
+	d := annotated("d", map[string]string{"kind": "z"}, nil)
+	if got := score(d, append(nodes, mkNode("n4", nil))); !slices.Equal(got, []int64{5, 6, 7, 8}) {
+		t.Fatalf("same signature, n4 new: %v, want n1 to n3 reused, n4 scored", got)
+	}
 	// A version without a declared signature is never memoised.
 	q := load(t, `{"scoreCount": true}`)
 	for _, want := range [][]int64{{1, 2, 3}, {4, 5, 6}} {
