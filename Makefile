@@ -51,14 +51,16 @@ RACE_PKGS     := ./host ./host/compose ./host/convert ./host/engine ./host/eval 
 # leaves out their tests that start a control plane: compiling the API
 # server and etcd with -race as well (about 800 packages more than
 # kube-scheduler's) cost a cold-cache CI run minutes for those few tests.
-# CP_PKGS are the race packages with such tests: make test runs them
-# again, whole, without -race.
+# ALSO_PLAIN are the race packages with such tests, or with sequential
+# tests that skip themselves under -race (testwasm.SkipUnderRace: tens of
+# seconds each compiling Go-built guests with the instrumented compiler):
+# make test runs them again, whole, without -race.
 RACE_TAGS     := nocontrolplane
-CP_PKGS       := ./host/plugin
+ALSO_PLAIN    := ./host/plugin ./host/policy
 # PKGS but RACE_PKGS, as import paths (evaluated only by make test).
 PLAIN_PKGS     = $(filter-out $(shell $(GO) list $(RACE_PKGS)),$(shell $(GO) list $(PKGS)))
 
-.PHONY: dist chart image image-all image-ci minors default-minor smoke k8s-mods check-k8s-mods all build build-cli build-up build-scheduler examples test-scenarios generate generate-abi generate-deepcopy generate-manifests check-generate protoc test test-short vet bench bench-full bench-huge bench-host perf run clean fuzz fuzz-long tinygo chromium examples-tinygo test-tinygo sdk-proxy sdk-tidy
+.PHONY: test-e2e-race dist chart image image-all image-ci minors default-minor smoke k8s-mods check-k8s-mods all build build-cli build-up build-scheduler examples test-scenarios generate generate-abi generate-deepcopy generate-manifests check-generate protoc test test-short vet bench bench-full bench-huge bench-host perf run clean fuzz fuzz-long tinygo chromium examples-tinygo test-tinygo sdk-proxy sdk-tidy
 
 all: build examples
 
@@ -275,9 +277,6 @@ vet:
 ## internal/tracked's refuses build outputs and files over 1 MiB in git ls-files.
 ## On the default minor only: make smoke K8S=... tests another.
 test: default-minor vet
-	@# test/e2e runs kube-scheduler built with -race (failover, load): compile
-	@# it here, so that its tests only link it, within their timeout.
-	$(RACE_ENV) $(GO) build -race -o /dev/null ./cmd/kube-scheduler
 	@# test/e2e's tests mostly wait on control planes and schedulers (a
 	@# process of them keeps about a quarter of 2 cores busy): E2E_PROCS-1
 	@# more processes of them run beside go test's, each test in the first
@@ -285,15 +284,16 @@ test: default-minor vet
 	@# host packages that run guests (RACE_PKGS) run under the race
 	@# detector, while those processes still run, without their tests that
 	@# start a control plane (RACE_TAGS): an API server is too costly to
-	@# build with -race on 2 cores. Those tests (CP_PKGS; host/source's)
-	@# run without it.
+	@# build with -race on 2 cores. Those tests (ALSO_PLAIN, with the
+	@# sequential tests that skip themselves under -race; host/source's) run
+	@# without it.
 	@claims=$$(mktemp -d) && pids= && rc=0; \
 	for i in $$(seq 2 $(E2E_PROCS)); do \
 	  echo "$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ &"; \
 	  $(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ & pids="$$pids $$!"; \
 	done; \
-	echo "$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) [every package but RACE_PKGS] $(CP_PKGS)"; \
-	$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PLAIN_PKGS) $(CP_PKGS) || rc=1; \
+	echo "$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) [every package but RACE_PKGS] $(ALSO_PLAIN)"; \
+	$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PLAIN_PKGS) $(ALSO_PLAIN) || rc=1; \
 	echo "$(RACE_ENV) $(GO) test -count=1 -race -tags $(RACE_TAGS) -timeout $(TEST_TIMEOUT) $(RACE_PKGS)"; \
 	$(RACE_ENV) $(GO) test -count=1 -race -tags $(RACE_TAGS) -timeout $(TEST_TIMEOUT) $(RACE_PKGS) || rc=1; \
 	for p in $$pids; do wait $$p || rc=1; done; rm -rf $$claims; exit $$rc
@@ -302,6 +302,12 @@ test: default-minor vet
 	$(RACE_ENV) $(GO) test -count=1 -race -tags $(RACE_TAGS) ./host/clusterctx
 	$(MAKE) --no-print-directory fuzz
 
+## test-e2e-race: test/e2e with the kube-scheduler its tests start built
+## with the race detector (WASMSCHED_E2E_RACE=1): a data race in a scheduler
+## process fails the test. make test builds that binary plain.
+test-e2e-race:
+	WASMSCHED_E2E_RACE=1 $(GO) test -count=1 -timeout 60m ./test/e2e/
+
 ## minors: the Kubernetes minors this tree builds for, the default first
 minors:
 	@echo $(K8S_MINORS)
@@ -309,22 +315,24 @@ minors:
 default-minor:
 	@test "$(K8S)" = "$(K8S_DEFAULT)" || { echo "make $(MAKECMDGOALS) runs on the default minor, $(K8S_DEFAULT); make smoke K8S=$(K8S) tests $(K8S)" >&2; exit 1; }
 
-## smoke: the smoke suite (test/e2e's TestSmoke*) on Kubernetes K8S: its
-## in-process control plane and scheduler load the example modules of
-## bin/policies (make examples examples-tinygo writes them; every minor
-## loads the same files), and every bin/<minor>/kube-scheduler is run
-## against its API server for the version-skew check. Builds
-## bin/$(K8S)/kube-scheduler first, and ends with make run's demo on
-## bin/$(K8S)/wasmsched-up (--demo --exit: every pod as expected), its
-## kubeconfig and logs in bin/$(K8S)/up, so that the smoke runs of several
-## minors may go side by side (.ci/run).
+## smoke: the smoke suite (test/e2e's TestSmoke*) on Kubernetes K8S, with
+## the example modules of bin/policies (make examples examples-tinygo writes
+## them; every build loads the same files): first with its in-process
+## scheduler on its in-process control plane, then with each
+## bin/<minor>/kube-scheduler as a process against such a control plane
+## (TestSmokeBuilds: the version-skew check, and the suite with every build
+## the policy allows or, outside it, an older one with
+## WASMSCHED_SKEW_CHECK=warn). Builds bin/$(K8S)/kube-scheduler first, and
+## ends with make run's demo on bin/$(K8S)/wasmsched-up (--demo --exit:
+## every pod as expected), its kubeconfig and logs in bin/$(K8S)/up. CI runs
+## it on the default minor, with every minor's build.
 smoke:
 	@for m in $(addprefix $(BIN)/policies/,$(addsuffix .wasm,$(EXAMPLES)) gpu.tinygo.wasm); do \
 	  test -f $$m || { echo "$$m is missing: make examples examples-tinygo writes the modules make smoke loads" >&2; exit 1; }; done
 	$(MAKE) --no-print-directory build-scheduler SCHEDULER_OUT=$(BIN)/$(K8S)/kube-scheduler
 	$(BIN)/$(K8S)/kube-scheduler --version
 	WASMSCHED_MODULES=$(BIN)/policies WASMSCHED_TINYGO_MODULES=$(BIN)/policies \
-	  WASMSCHED_SKEW_SCHEDULERS="$$(ls $(BIN)/1.*/kube-scheduler)" \
+	  WASMSCHED_SMOKE_BUILDS="$$(ls $(BIN)/1.*/kube-scheduler)" \
 	  $(KGO) test $(KFLAGS) -count=1 -timeout $(TEST_TIMEOUT) -run '^TestSmoke' -v ./test/e2e/
 	$(MAKE) --no-print-directory build-up UP_OUT=$(BIN)/$(K8S)/wasmsched-up
 	$(BIN)/$(K8S)/wasmsched-up --demo --exit --policies $(BIN)/policies --dir $(BIN)/$(K8S)/up

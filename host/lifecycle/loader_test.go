@@ -388,7 +388,13 @@ func TestRollbackAbandonsLoad(t *testing.T) {
 // time measured is the abandoned one's alone.)
 func TestNewerVersionAbandonsCompile(t *testing.T) {
 	a := testwasm.Bytes(t, "test/guests/versions/a")
-	costly := testwasm.CostlyModule(100_000)
+	// Under -race wazero's compiler is several times slower: a smaller
+	// module still takes seconds, to the end.
+	n := 100_000
+	if testwasm.Race {
+		n = 25_000
+	}
+	costly := testwasm.CostlyModule(n)
 	s := newTestSlot(t, "abandoncompile", slowSettings, "")
 	src := newFakeSource()
 	if _, err := run(t, s, src, func() { src.version(a, "test a") }); err != nil {

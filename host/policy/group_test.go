@@ -75,6 +75,7 @@ func TestRequestForGroups(t *testing.T) {
 // A guest that traps, answers Error or breaks the rules in PlacementGenerate
 // gives an error naming the fault; the instance that trapped is replaced.
 func TestGeneratePlacementsFaults(t *testing.T) {
+	testwasm.SkipUnderRace(t)
 	wasm := testwasm.Bytes(t, "test/guests/groupprobe")
 	parent := Placement{Nodes: []fwk.NodeInfo{namedNode("n1"), namedNode("n2")}}
 	g := &Group{PodGroup: &abiv1.PodGroup{Namespace: "ml", Name: "train", Policy: "gang", MinCount: 2}}

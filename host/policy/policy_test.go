@@ -349,6 +349,7 @@ func TestPermit(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
+	testwasm.SkipUnderRace(t)
 	for _, tc := range []struct {
 		name, settings string
 		tweak          func(*Options)

@@ -167,6 +167,7 @@ func TestScoreMemo(t *testing.T) {
 // so it signs every pod alike without declaring a Signature and leaves the
 // profile's batching on.
 func TestSignNeutral(t *testing.T) {
+	testwasm.SkipUnderRace(t)
 	p, err := Load(ctx, Options{Name: "topology", Wasm: testwasm.Bytes(t, "examples/topology"), MaxInstances: 1, Engine: engine.Config{CallTimeout: testCallTimeout}})
 	if err != nil {
 		t.Fatalf("Load: %v", err)
@@ -194,6 +195,7 @@ func TestSignNeutral(t *testing.T) {
 // asked to normalise them, and they stay as Score gave them; a GPU pod's
 // scores are normalised by the guest.
 func TestSkipNormalizeScore(t *testing.T) {
+	testwasm.SkipUnderRace(t)
 	p, err := Load(ctx, Options{Name: "gpu", Wasm: testwasm.Bytes(t, "examples/gpu"), MaxInstances: 1, Engine: engine.Config{CallTimeout: testCallTimeout}})
 	if err != nil {
 		t.Fatalf("Load: %v", err)

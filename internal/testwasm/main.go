@@ -65,3 +65,15 @@ func ProcessDir(tb testing.TB) string {
 	}
 	return processDir
 }
+
+// SkipUnderRace skips a test in a binary built with the race detector: for
+// a test that is sequential (nothing for the detector to find) and spends
+// tens of seconds there compiling Go-built guests with wazero's
+// instrumented compiler. make test runs such a package a second time
+// without -race (the Makefile's ALSO_PLAIN), where the test runs.
+func SkipUnderRace(tb testing.TB) {
+	tb.Helper()
+	if Race {
+		tb.Skip("sequential, and costly under -race (compiling Go-built guests): runs without -race")
+	}
+}

@@ -30,7 +30,7 @@ import (
 // startCluster, or never calls it, begins with testwasm.Claim(t) itself; one
 // that forgets runs in both processes, which costs time and loses nothing.
 // Every test process has its own metrics registry, compilation cache and
-// ProcessDir; schedulerBinary's race build is shared (testwasm.SharedDir).
+// ProcessDir; schedulerBinary's build is shared (testwasm.SharedDir).
 func TestMain(m *testing.M) { testwasm.Main(m, controlplane.QuietLogs) }
 
 // policy is one WasmPolicy entry for a test's scheduler configuration.

@@ -89,13 +89,14 @@ func (r *replica) bindSpan() time.Duration {
 	return d
 }
 
-// Load: 2000 pods stream into a cluster whose scheduler (the race-enabled
-// binary, with leader election) runs three example policies from
+// Load: 2000 pods stream into a cluster whose scheduler (the binary, with
+// leader election) runs three example policies from
 // ConfigMaps, while the policies are replaced six times by uploads of new
 // versions. Every pod is bound exactly once, every placement obeys all
 // three policies (none in the denied zone, space workloads on edge nodes
 // only, GPU pods on GPU nodes only, each group spread over the allowed
-// zones within maxSkew), and the race detector reports nothing.
+// zones within maxSkew), and the race detector, when the binary has it
+// (EnvRace), reports nothing.
 func TestLoadWithReloads(t *testing.T) {
 	const pods = 2000
 	c := startCluster(t, nil)

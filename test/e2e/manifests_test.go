@@ -22,14 +22,21 @@ var schedulerBin struct {
 	err  error
 }
 
-// schedulerBinary returns cmd/kube-scheduler built with the race detector,
-// so that the host packages run under it in every test that starts the
-// binary (see [replica] for how a race fails a test). The first call builds
-// it (about 30 s warm, minutes cold) into testwasm.SharedDir: the process's
-// own directory, which testwasm.Main removes when the test process ends, or
-// the one the processes running these tests side by side share (make
-// test), where the first to get the lock builds it for all. Tests that need
-// it are skipped with -short.
+// EnvRace, set to 1, has schedulerBinary build the scheduler with the race
+// detector (make test-e2e-race): the tests that start the binary then also
+// fail on a data race the process reports (see [replica]). make test builds
+// it plain, as released: the host packages run under the race detector in
+// their own tests, and a race-built kube-scheduler cost a cold CI run about
+// 8 minutes of compiling and made every binary test several times slower.
+const EnvRace = "WASMSCHED_E2E_RACE"
+
+// schedulerBinary returns cmd/kube-scheduler, built (with the race detector
+// when EnvRace asks) by the first call (seconds from a warm build cache)
+// into testwasm.SharedDir: the process's own directory, which
+// testwasm.Main removes when the test process ends, or the one the
+// processes running these tests side by side share (make test), where the
+// first to get the lock builds it for all. Tests that need it are skipped
+// with -short.
 func schedulerBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
@@ -44,18 +51,22 @@ func schedulerBinary(t *testing.T) string {
 			return
 		}
 		start := time.Now()
-		build := exec.Command("make", "-s", "--no-print-directory", "build-scheduler", "SCHEDULER_OUT="+path, "SCHEDULER_FLAGS=-race",
+		flags := ""
+		if os.Getenv(EnvRace) == "1" {
+			flags = "-race"
+		}
+		build := exec.Command("make", "-s", "--no-print-directory", "build-scheduler", "SCHEDULER_OUT="+path, "SCHEDULER_FLAGS="+flags,
 			"SCHEDULER_LDFLAGS=-X github.com/tetratelabs/wazero/internal/version.version="+wazeroVersion())
 		build.Dir = testwasm.Root(t)
 		if out, err := build.CombinedOutput(); err != nil {
-			schedulerBin.err = fmt.Errorf("build kube-scheduler -race: %v\n%s", err, out)
+			schedulerBin.err = fmt.Errorf("build kube-scheduler %s: %v\n%s", flags, err, out)
 			return
 		}
 		if err := os.WriteFile(path+".built", nil, 0o644); err != nil {
 			schedulerBin.err = err
 			return
 		}
-		t.Logf("built kube-scheduler with -race in %v", time.Since(start).Round(time.Second))
+		t.Logf("built kube-scheduler %s in %v", flags, time.Since(start).Round(time.Second))
 		schedulerBin.path = path
 	})
 	if schedulerBin.err != nil {

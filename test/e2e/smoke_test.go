@@ -16,11 +16,13 @@ import (
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
-// The smoke suite, TestSmoke*, is what the build for every Kubernetes minor
-// must do with the same example modules: `make smoke K8S=<minor>` runs it
-// on that minor's control plane and scheduler with the modules of
-// bin/policies (testwasm.EnvModules, testwasm.EnvTinyGoModules), and the
-// full suite runs it on the default minor with modules it builds.
+// The smoke suite, TestSmoke*, is what every build must do with the same
+// example modules (testwasm.EnvModules, testwasm.EnvTinyGoModules, which
+// make smoke points at bin/policies; the full suite builds its own):
+// TestSmoke runs it with this test binary's in-process scheduler on its
+// control plane (this minor's: make smoke K8S=<minor>), TestSmokeBuilds
+// with each kube-scheduler binary EnvBuilds names against a control plane
+// of this minor (CI: every minor's build against the default minor's).
 //
 // One control plane, three schedulers in turn: two composed example
 // policies placing and rejecting pods, beside probes failing under
@@ -29,6 +31,15 @@ import (
 func TestSmoke(t *testing.T) {
 	testwasm.Claim(t)
 	t.Logf("Kubernetes %s", skew.Minor)
+	smokeSuite(t, startCluster(t, nil), restartScheduler)
+}
+
+// smokeScheduler stops the scheduler the smoke suite started last, if any,
+// and starts one with policies.
+type smokeScheduler func(t *testing.T, c *cluster, policies []policy, tweaks ...func(cfg map[string]any))
+
+// smokeSuite is the smoke suite on c, its schedulers started by start.
+func smokeSuite(t *testing.T, c *cluster, start smokeScheduler) {
 	hc := hostileCaseNamed(t, "filter-panic")
 	composed := []policy{
 		{Name: "gpu", Package: "examples/gpu"},
@@ -37,11 +48,11 @@ func TestSmoke(t *testing.T) {
 		hostileProbe(hc.name+"-ignore", hc.at, hc.how, "Ignore"),
 	}
 	logModules(t, composed)
-	c := startCluster(t, composed)
 	gpuNode(c, "a100", "NVIDIA-A100-SXM4-80GB", "81920", 4, "topology.kubernetes.io/zone", "a")
 	gpuNode(c, "l4", "NVIDIA-L4", "23034", 2, "topology.kubernetes.io/zone", "b")
 	c.node("cpu-c", labels("topology.kubernetes.io/zone", "c"))
 	c.node("cpu-d", labels("topology.kubernetes.io/zone", "d"))
+	start(t, c, composed)
 
 	// Placement by both policies: gpu sends the A100 job to a100 and keeps
 	// the web pod off GPU nodes; zone keeps it off zone d.
@@ -63,7 +74,7 @@ func TestSmoke(t *testing.T) {
 	}
 	// A policy that traps: under Fail the pod stays Pending naming the
 	// policy and the failure; under Ignore it is placed as without the
-	// policy, and the skip is an Event and a metric.
+	// policy, and the skip is an Event (and, in-process, a metric).
 	for _, p := range []string{hc.name + "-fail", hc.name + "-ignore"} {
 		c.pod(p, label("hostile", p))
 	}
@@ -74,10 +85,9 @@ func TestSmoke(t *testing.T) {
 
 	// The TinyGo build of gpu, composed with the Go build of zone: one GPU
 	// more packs a100 (one free left, l4 two).
-	c.sched.Stop()
 	tiny := []policy{tinygoBuild.policy(t, "gpu", ""), composed[1]}
 	logModules(t, tiny)
-	restartScheduler(t, c, tiny)
+	start(t, c, tiny)
 	c.pod("train-tinygo", requestGPUs(1))
 	if n := c.waitBound("train-tinygo", 60*time.Second); n != "a100" {
 		t.Fatalf("train-tinygo on %s, want a100 (binpack)", n)
@@ -89,13 +99,12 @@ func TestSmoke(t *testing.T) {
 
 	// Hot reload: a policy served from ConfigMaps, replaced while the
 	// scheduler runs; where a pod lands tells which version judged it.
-	c.sched.Stop()
 	c.namespace(policyNamespace)
 	a, b := testwasm.Bytes(t, "test/guests/versions/a"), testwasm.Bytes(t, "test/guests/versions/b")
 	c.node("node-a", labels("wasmsched-test/version", "a"))
 	c.node("node-b", labels("wasmsched-test/version", "b"))
 	digestA := c.upload("placer", a)
-	restartScheduler(t, c, []policy{{Name: "placer", ConfigMap: "placer"}})
+	start(t, c, []policy{{Name: "placer", ConfigMap: "placer"}})
 	c.waitActive("placer", digestA, 60*time.Second)
 	c.pod("before-reload")
 	if n := c.waitBound("before-reload", 60*time.Second); n != "node-a" {
@@ -138,59 +147,83 @@ func logModules(t *testing.T, policies []policy) {
 	}
 }
 
-// EnvSkewSchedulers lists kube-scheduler binaries built for other minors
-// (space-separated; make smoke passes every bin/<minor>/kube-scheduler).
-const EnvSkewSchedulers = "WASMSCHED_SKEW_SCHEDULERS"
+// EnvBuilds lists kube-scheduler binaries, one per minor (space-separated;
+// make smoke passes every bin/<minor>/kube-scheduler).
+const EnvBuilds = "WASMSCHED_SMOKE_BUILDS"
 
 var versionLine = regexp.MustCompile(`Kubernetes v1\.(\d+)\.\d+`)
 
-// Each kube-scheduler build, run against this minor's API server, starts
-// and schedules when the version-skew policy allows it (the same minor, or
-// one older) and otherwise refuses at start-up with an error naming both
-// versions.
-func TestSmokeSkew(t *testing.T) {
-	bins := strings.Fields(os.Getenv(EnvSkewSchedulers))
+// The smoke suite with each kube-scheduler build, a binary against a
+// control plane of this minor. A build the version-skew policy allows (the
+// same minor, or one older) runs it as it is. Any other refuses at
+// start-up with an error naming both versions; an older one then runs it
+// with WASMSCHED_SKEW_CHECK=warn, as an operator who knowingly runs outside
+// the policy would (so CI runs every build's plugin against one control
+// plane: the default minor's). A newer one stops at the refusal: it
+// watches APIs an older API server does not serve (docs/compatibility.md).
+func TestSmokeBuilds(t *testing.T) {
+	bins := strings.Fields(os.Getenv(EnvBuilds))
 	if len(bins) == 0 {
-		t.Skipf("%s lists no kube-scheduler builds (make smoke sets it)", EnvSkewSchedulers)
+		t.Skipf("%s lists no kube-scheduler builds (make smoke sets it)", EnvBuilds)
 	}
 	server, _ := strconv.Atoi(strings.TrimPrefix(skew.Minor, "1."))
-	c := startCluster(t, nil)
-	c.node("one", nil)
-	c.node("two", nil)
-	config := schedulerConfig(t, t.TempDir(), c.kubeconfig, []policy{{Name: "nodepin", Package: "examples/nodepin", Settings: `{"nodes": ["two"]}`}})
-	for i, bin := range bins {
+	for _, bin := range bins {
 		out, err := exec.Command(bin, "--version").CombinedOutput()
 		m := versionLine.FindSubmatch(out)
 		if err != nil || m == nil {
 			t.Fatalf("%s --version: %q, %v", bin, out, err)
 		}
 		minor, _ := strconv.Atoi(string(m[1]))
-		allowed := minor == server || minor == server-1
+		name := fmt.Sprintf("kube-scheduler 1.%d", minor)
 		t.Run(fmt.Sprintf("1.%d", minor), func(t *testing.T) {
-			r := startBinary(t, bin, fmt.Sprintf("kube-scheduler 1.%d", minor), config)
-			if allowed {
-				pod := fmt.Sprintf("skew-%d", i)
-				c.pod(pod)
-				if n := c.waitBound(pod, 60*time.Second); n != "two" {
-					t.Fatalf("kube-scheduler 1.%d bound %s to %s, want two", minor, pod, n)
+			c := startCluster(t, nil)
+			var env []string
+			if minor != server && minor != server-1 {
+				c.refusesSkew(t, bin, name, minor)
+				if minor > server {
+					return
 				}
-				return
+				env = []string{skew.EnvCheck + "=warn"}
 			}
-			select {
-			case <-r.done:
-				want := fmt.Sprintf("version skew: this kube-scheduler is built from Kubernetes 1.%d and the kube-apiserver is %s", minor, skew.Minor)
-				out := r.out.String()
-				if r.err == nil || !strings.Contains(out, want) {
-					t.Fatalf("kube-scheduler 1.%d against Kubernetes %s exited (%v) without the error %q", minor, skew.Minor, r.err, want)
-				}
-				for _, line := range strings.Split(out, "\n") {
-					if strings.Contains(line, want) {
-						t.Logf("refused (%v): %s", r.err, line)
-					}
-				}
-			case <-time.After(60 * time.Second):
-				t.Fatalf("kube-scheduler 1.%d against Kubernetes %s still running after 60s: it should refuse", minor, skew.Minor)
-			}
+			smokeSuite(t, c, binaryScheduler(bin, name, env))
 		})
+	}
+}
+
+// refusesSkew starts the build bin (of minor) and checks that it exits at
+// start-up with the version-skew error.
+func (c *cluster) refusesSkew(t *testing.T, bin, name string, minor int) {
+	t.Helper()
+	config := schedulerConfig(t, t.TempDir(), c.kubeconfig, []policy{{Name: "nodepin", Package: "examples/nodepin"}})
+	r := startBinary(t, bin, name, config)
+	select {
+	case <-r.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s against Kubernetes %s still running after 60s: it should refuse", name, skew.Minor)
+	}
+	want := fmt.Sprintf("version skew: this kube-scheduler is built from Kubernetes 1.%d and the kube-apiserver is %s", minor, skew.Minor)
+	out := r.out.String()
+	if r.err == nil || !strings.Contains(out, want) {
+		t.Fatalf("%s against Kubernetes %s exited (%v) without the error %q", name, skew.Minor, r.err, want)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, want) {
+			t.Logf("refused (%v): %s", r.err, line)
+		}
+	}
+}
+
+// binaryScheduler starts the smoke suite's schedulers as processes of the
+// kube-scheduler binary bin, with env added to the test's environment.
+func binaryScheduler(bin, name string, env []string) smokeScheduler {
+	var r *replica
+	return func(t *testing.T, c *cluster, policies []policy, tweaks ...func(cfg map[string]any)) {
+		t.Helper()
+		if r != nil {
+			r.stop()
+		}
+		config := schedulerConfig(t, t.TempDir(), c.kubeconfig, policies, tweaks...)
+		r = startBinaryEnv(t, bin, name, config, env)
+		c.live = []*replica{r}
 	}
 }
