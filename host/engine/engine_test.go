@@ -87,6 +87,20 @@ func wantCallError(t *testing.T, err error, name, call string, kind engine.Kind,
 	}
 }
 
+// A request's buffer is made under the deadline of the call it is for: the
+// init and a sync, bulk work, under the init deadline, however slow the
+// guest's wasmsched_buffer; a cycle under the call deadline, where the same
+// buffer is too slow.
+func TestBufferUnderItsCallsDeadline(t *testing.T) {
+	cfg := engine.Config{CallTimeout: time.Millisecond, InitTimeout: time.Minute}
+	in := start(t, "slow_buffer", cfg)
+	if code, err := in.Sync([]byte{0x0a, 0x00}); err != nil || code != abiv1.Code_CODE_SUCCESS {
+		t.Fatalf("Sync = %v, %v; want its buffer made under the init deadline", code, err)
+	}
+	_, _, err := in.Cycle(nil)
+	wantCallError(t, err, "slow_buffer", "cycle: buffer", engine.KindTimeout, "deadline of 1ms exceeded")
+}
+
 // The well-behaved guest works through every call, so a failure of the
 // others comes from what they get wrong.
 func TestGoodGuest(t *testing.T) {
