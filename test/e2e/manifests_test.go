@@ -51,22 +51,22 @@ func schedulerBinary(t *testing.T) string {
 			return
 		}
 		start := time.Now()
-		flags := ""
+		flags, what := "", "kube-scheduler"
 		if os.Getenv(EnvRace) == "1" {
-			flags = "-race"
+			flags, what = "-race", "kube-scheduler -race"
 		}
 		build := exec.Command("make", "-s", "--no-print-directory", "build-scheduler", "SCHEDULER_OUT="+path, "SCHEDULER_FLAGS="+flags,
 			"SCHEDULER_LDFLAGS=-X github.com/tetratelabs/wazero/internal/version.version="+wazeroVersion())
 		build.Dir = testwasm.Root(t)
 		if out, err := build.CombinedOutput(); err != nil {
-			schedulerBin.err = fmt.Errorf("build kube-scheduler %s: %v\n%s", flags, err, out)
+			schedulerBin.err = fmt.Errorf("build %s: %v\n%s", what, err, out)
 			return
 		}
 		if err := os.WriteFile(path+".built", nil, 0o644); err != nil {
 			schedulerBin.err = err
 			return
 		}
-		t.Logf("built kube-scheduler %s in %v", flags, time.Since(start).Round(time.Second))
+		t.Logf("built %s in %v", what, time.Since(start).Round(time.Second))
 		schedulerBin.path = path
 	})
 	if schedulerBin.err != nil {
