@@ -40,12 +40,20 @@ PLUGIN_GEN    := github.com/knqyf263/go-plugin/cmd/protoc-gen-go-plugin@v0.9.0
 # modules go.mod pins (k8s.io/apimachinery's version).
 DEEPCOPY_GEN  := k8s.io/code-generator/cmd/deepcopy-gen@$(shell $(GO) list -m -f '{{.Version}}' k8s.io/apimachinery 2>/dev/null)
 TEST_TIMEOUT  ?= 30m
+# Every go test here runs with vet off: make vet (before make test) runs
+# every analyzer over every package of the workspace. go test's own subset
+# of analyzers would compute its facts again for each dependency of each
+# test binary (about 2900 packages; 480 s of 2 cores' time on a cold cache
+# for the plain set alone, again for the race build). Test binaries link
+# without DWARF (-w; stack traces need none): a fifth less link time each.
+TESTFLAGS     := -vet=off -ldflags=-w
 # Every package of the workspace (go.work): ./... stops at the go.mod of
 # each SDK module, so they are named.
 PKGS          := ./... ./abi/... ./guest/...
 # Processes running test/e2e's tests side by side in make test (see test:).
 E2E_PROCS     ?= 2
 TEST_CLAIMS   := WASMSCHED_TEST_CLAIMS
+SHARED_COMPILED := WASMSCHED_TEST_COMPILED
 RACE_PKGS     := ./host ./host/compose ./host/convert ./host/engine ./host/eval ./host/interrupt ./host/lifecycle ./host/plugin ./host/policy ./host/pool
 # RACE_PKGS run under the race detector with -tags nocontrolplane, which
 # leaves out their tests that start a control plane: compiling the API
@@ -212,12 +220,12 @@ TINYGO_TESTS := tinygo-examples tinygo-e2e tinygo-cli tinygo-scenarios
 .PHONY: $(TINYGO_TESTS)
 tinygo-examples:
 	WASMSCHED_REQUIRE_TINYGO=1 WASMSCHED_TINYGO_MODULES=$(BIN)/policies \
-	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestREADME$$' ./examples/...
+	  $(GO) test $(TESTFLAGS) -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestREADME$$' ./examples/...
 tinygo-e2e:
 	WASMSCHED_REQUIRE_TINYGO=1 WASMSCHED_TINYGO_MODULES=$(BIN)/policies \
-	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestExample.*TinyGo$$' ./test/e2e/
+	  $(GO) test $(TESTFLAGS) -count=1 -timeout $(TEST_TIMEOUT) -run '^TestExample.*TinyGo$$' ./test/e2e/
 tinygo-cli:
-	WASMSCHED_REQUIRE_TINYGO=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestEvalStackOverflow|TestNewProjectTinyGo|TestGuideStartTinyGo)$$' ./cmd/wasmsched/
+	WASMSCHED_REQUIRE_TINYGO=1 $(GO) test $(TESTFLAGS) -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestEvalStackOverflow|TestNewProjectTinyGo|TestGuideStartTinyGo)$$' ./cmd/wasmsched/
 tinygo-scenarios:
 	@# Every example's scenarios on its TinyGo build, and on the TinyGo
 	@# builds of the other examples they name (topology's run with gpu's).
@@ -280,33 +288,36 @@ test: default-minor vet
 	@# test/e2e's tests mostly wait on control planes and schedulers (a
 	@# process of them keeps about a quarter of 2 cores busy): E2E_PROCS-1
 	@# more processes of them run beside go test's, each test in the first
-	@# process to claim it (testwasm.EnvClaims, test/e2e's TestMain). The
+	@# process to claim it (testwasm.EnvClaims, test/e2e's TestMain).
+	@# Every test process of this run shares one directory of compiled
+	@# code (SHARED_COMPILED, testwasm.Main): each module compiles once,
+	@# not once per process (a Go-built guest: about 20 s under -race). The
 	@# host packages that run guests (RACE_PKGS) run under the race
 	@# detector, while those processes still run, without their tests that
 	@# start a control plane (RACE_TAGS): an API server is too costly to
 	@# build with -race on 2 cores. Those tests (ALSO_PLAIN, with the
 	@# sequential tests that skip themselves under -race; host/source's) run
 	@# without it.
-	@claims=$$(mktemp -d) && pids= && rc=0; \
+	@claims=$$(mktemp -d) && export $(SHARED_COMPILED)=$$(mktemp -d) && pids= && rc=0; \
 	for i in $$(seq 2 $(E2E_PROCS)); do \
-	  echo "$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ &"; \
-	  $(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ & pids="$$pids $$!"; \
+	  echo "$(TEST_CLAIMS)=$$claims $(GO) test $(TESTFLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ &"; \
+	  $(TEST_CLAIMS)=$$claims $(GO) test $(TESTFLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ & pids="$$pids $$!"; \
 	done; \
-	echo "$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) [every package but RACE_PKGS] $(ALSO_PLAIN)"; \
-	$(TEST_CLAIMS)=$$claims $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PLAIN_PKGS) $(ALSO_PLAIN) || rc=1; \
-	echo "$(RACE_ENV) $(GO) test -count=1 -race -tags $(RACE_TAGS) -timeout $(TEST_TIMEOUT) $(RACE_PKGS)"; \
-	$(RACE_ENV) $(GO) test -count=1 -race -tags $(RACE_TAGS) -timeout $(TEST_TIMEOUT) $(RACE_PKGS) || rc=1; \
-	for p in $$pids; do wait $$p || rc=1; done; rm -rf $$claims; exit $$rc
+	echo "$(TEST_CLAIMS)=$$claims $(GO) test $(TESTFLAGS) -count=1 -timeout $(TEST_TIMEOUT) [every package but RACE_PKGS] $(ALSO_PLAIN)"; \
+	$(TEST_CLAIMS)=$$claims $(GO) test $(TESTFLAGS) -count=1 -timeout $(TEST_TIMEOUT) $(PLAIN_PKGS) $(ALSO_PLAIN) || rc=1; \
+	echo "$(RACE_ENV) $(GO) test $(TESTFLAGS) -count=1 -race -tags $(RACE_TAGS) -timeout $(TEST_TIMEOUT) $(RACE_PKGS)"; \
+	$(RACE_ENV) $(GO) test $(TESTFLAGS) -count=1 -race -tags $(RACE_TAGS) -timeout $(TEST_TIMEOUT) $(RACE_PKGS) || rc=1; \
+	for p in $$pids; do wait $$p || rc=1; done; rm -rf $$claims $$$(SHARED_COMPILED); exit $$rc
 	@# host/clusterctx's stores and usage are fed by informers while cycles
 	@# read them; the tag leaves out its control-plane test (run above).
-	$(RACE_ENV) $(GO) test -count=1 -race -tags $(RACE_TAGS) ./host/clusterctx
+	$(RACE_ENV) $(GO) test $(TESTFLAGS) -count=1 -race -tags $(RACE_TAGS) ./host/clusterctx
 	$(MAKE) --no-print-directory fuzz
 
 ## test-e2e-race: test/e2e with the kube-scheduler its tests start built
 ## with the race detector (WASMSCHED_E2E_RACE=1): a data race in a scheduler
 ## process fails the test. make test builds that binary plain.
 test-e2e-race:
-	WASMSCHED_E2E_RACE=1 $(GO) test -count=1 -timeout 60m ./test/e2e/
+	WASMSCHED_E2E_RACE=1 $(GO) test $(TESTFLAGS) -count=1 -timeout 60m ./test/e2e/
 
 ## minors: the Kubernetes minors this tree builds for, the default first
 minors:
@@ -333,7 +344,7 @@ smoke:
 	$(BIN)/$(K8S)/kube-scheduler --version
 	WASMSCHED_MODULES=$(BIN)/policies WASMSCHED_TINYGO_MODULES=$(BIN)/policies \
 	  WASMSCHED_SMOKE_BUILDS="$$(ls $(BIN)/1.*/kube-scheduler)" \
-	  $(KGO) test $(KFLAGS) -count=1 -timeout $(TEST_TIMEOUT) -run '^TestSmoke' -v ./test/e2e/
+	  $(KGO) test $(TESTFLAGS) $(KFLAGS) -count=1 -timeout $(TEST_TIMEOUT) -run '^TestSmoke' -v ./test/e2e/
 	$(MAKE) --no-print-directory build-up UP_OUT=$(BIN)/$(K8S)/wasmsched-up
 	$(BIN)/$(K8S)/wasmsched-up --demo --exit --policies $(BIN)/policies --dir $(BIN)/$(K8S)/up
 
@@ -364,7 +375,7 @@ fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; budget=$(or $(FUZZTIME),$${rest#*:}); \
 	  echo "fuzz $$name in $$pkg for $$budget"; \
-	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $$budget $$pkg; \
+	  $(GO) test $(TESTFLAGS) -run '^$$' -fuzz "^$$name\$$" -fuzztime $$budget $$pkg; \
 	done
 
 fuzz-long:
@@ -404,8 +415,8 @@ $(TOOLS)/etcd: go.mod
 
 ## bench-host: host micro-benchmarks
 bench-host:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime=1x ./host/ >/dev/null
-	$(GO) test -run '^$$' -bench . -benchmem ./host/
+	$(GO) test $(TESTFLAGS) -run '^$$' -bench . -benchmem -benchtime=1x ./host/ >/dev/null
+	$(GO) test $(TESTFLAGS) -run '^$$' -bench . -benchmem ./host/
 
 ## sdk-proxy: serve this checkout's SDK modules (abi, guest) at the versions
 ## go.mod requires from a module proxy in .bin/sdk (outside ./... and git),
