@@ -402,7 +402,8 @@ func TestRollback(t *testing.T) {
 		_, out, errs := pc.cli("rollback", "zone", source.Digest(zone)[:10], "--wait", "30s")
 		done <- out + errs
 	}()
-	waitFor(t, func() bool { d, _ := specOf(); return d == source.Digest(zone) })
+	zoneDigest := source.Digest(zone)
+	waitFor(t, func() bool { d, _ := specOf(); return d == zoneDigest })
 	pc.setStatus("zone", func(sp *api.SchedulingPolicy) {
 		sp.Status.Serving = &r1
 		sp.Status.ObservedGeneration = sp.Generation

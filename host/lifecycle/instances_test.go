@@ -58,7 +58,8 @@ func TestInstancesMetric(t *testing.T) {
 	}
 
 	src.version(b, "test b")
-	waitFor(t, "version b serving", func() bool { return digestOf(s) == source.Digest(b) })
+	want := source.Digest(b)
+	waitFor(t, "version b serving", func() bool { return digestOf(s) == want })
 	if n, _ := instancesOf(t, "instances"); n != 2 {
 		t.Fatalf("instances = %v just after the swap, want 2 (b's, and a's until it is retired)", n)
 	}

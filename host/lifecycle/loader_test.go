@@ -181,7 +181,8 @@ func TestNewerVersionSupersedesLoad(t *testing.T) {
 	if took := src.version(b, "test b"); took > 500*time.Millisecond {
 		t.Fatalf("the Version handler took %v while a load was in flight", took)
 	}
-	waitFor(t, "version b serving", func() bool { return digestOf(s) == source.Digest(b) })
+	want := source.Digest(b)
+	waitFor(t, "version b serving", func() bool { return digestOf(s) == want })
 	// The stuck version's settings hook spins until its 10s deadline,
 	// counted from when it began initialising, after initFrom, whatever the
 	// load on the machine: b serving before initFrom+10s serves before the
@@ -239,7 +240,8 @@ func TestSameDigestLoadsOnce(t *testing.T) {
 	if l := s.Status().Loading; l == nil || l.Origin != "first upload" {
 		t.Fatalf("loading %+v, want the first upload still", l)
 	}
-	waitFor(t, "the slow version serving", func() bool { return digestOf(s) == source.Digest(slow) })
+	slowDigest := source.Digest(slow)
+	waitFor(t, "the slow version serving", func() bool { return digestOf(s) == slowDigest })
 	src.version(slow, "third upload")
 	time.Sleep(50 * time.Millisecond)
 	if n := s.load.begun.Load(); n != 2 {

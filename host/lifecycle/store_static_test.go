@@ -70,7 +70,8 @@ func TestStaticLifecycle(t *testing.T) {
 	}
 
 	src.version(a, "test a")
-	waitFor(t, "version a serving", func() bool { return s.Current() != nil && s.Current().Digest() == source.Digest(a) })
+	want := source.Digest(a)
+	waitFor(t, "version a serving", func() bool { return s.Current() != nil && s.Current().Digest() == want })
 	st := state(l, "pin")
 	waitFor(t, "version a proven", func() bool { st = state(l, "pin"); return st.LastGood != nil })
 	if st.LastGood.Module.SHA256 != source.Digest(a) {

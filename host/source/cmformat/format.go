@@ -114,7 +114,10 @@ func pack(policy, namespace string, module []byte, chunkSize int) ([]*v1.ConfigM
 		return nil, fmt.Errorf("module is %d bytes, more than the %d allowed", len(module), MaxModuleSize)
 	}
 	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	// gzip's default level: for a Go-built module of 4.6 MB, 177 ms and
+	// 1 230 635 bytes, where its best compression takes 452 ms for 1 222 280
+	// (0.7 % smaller). Every push and pack pays it, and a chunk holds 900 KiB.
+	zw, err := gzip.NewWriterLevel(&buf, gzip.DefaultCompression)
 	if err != nil {
 		return nil, err
 	}
