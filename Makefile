@@ -68,7 +68,7 @@ ALSO_PLAIN    := ./host/plugin ./host/policy
 # PKGS but RACE_PKGS, as import paths (evaluated only by make test).
 PLAIN_PKGS     = $(filter-out $(shell $(GO) list $(RACE_PKGS)),$(shell $(GO) list $(PKGS)))
 
-.PHONY: test-e2e-race dist chart image image-all image-ci ci-build-flags minors default-minor smoke k8s-mods check-k8s-mods all build build-cli build-up build-scheduler examples test-scenarios generate generate-abi generate-deepcopy generate-manifests check-generate protoc test test-short vet bench bench-full bench-huge bench-host perf run clean fuzz fuzz-long tinygo chromium examples-tinygo test-tinygo sdk-proxy sdk-tidy
+.PHONY: test-e2e-race dist chart image image-all image-ci ci-goflags ci-prove-goflags minors default-minor smoke k8s-mods check-k8s-mods all build build-cli build-up build-scheduler examples test-scenarios generate generate-abi generate-deepcopy generate-manifests check-generate protoc test test-short vet bench bench-full bench-huge bench-host perf run clean fuzz fuzz-long tinygo chromium examples-tinygo test-tinygo sdk-proxy sdk-tidy
 
 all: build examples
 
@@ -135,18 +135,32 @@ image-all: $(if $(IMAGE_EXAMPLES),examples)
 ## of the others (CI has built bin/<minor>/kube-scheduler for amd64: linked
 ## again here into linux-amd64/, from the build cache). Every build but the
 ## default minor's amd64 one (which shares the tests' compile, and which the
-## image tests run) compiles with CI_BUILD_FLAGS, as .ci/run's builds of the
-## other minors do: see RATIONALE, "Why CI compiles the builds it only
-## proves without inlining". make image and make image-all never do.
-CI_BUILD_FLAGS := -gcflags=all=-l
-ci-build-flags:
-	@echo '$(CI_BUILD_FLAGS)'
+## image tests run) takes CI_PROVE_GOFLAGS, as .ci/run's builds of the other
+## minors do. make image and make image-all never do.
+##
+## ci-goflags: the GOFLAGS .ci/run exports to every go command of a CI run
+## (CI_GOFLAGS): no DWARF compiled (the tests link with -w, which dropped it
+## anyway), and no inlining but in the standard library, this module,
+## wazero and protobuf (the code the tests run hot; the Kubernetes trees and
+## other dependencies mostly only compile). ci-prove-goflags: the GOFLAGS of
+## the builds CI only proves (CI_PROVE_GOFLAGS: nothing inlined, no DWARF).
+## RATIONALE: "Why CI compiles without DWARF, and what it only proves without
+## inlining".
+CI_GOFLAGS       := "-gcflags=all=-l -dwarf=false" -gcflags=std=-dwarf=false \
+                    "-gcflags=github.com/wasmsched/wasmsched/...=-dwarf=false" \
+                    "-gcflags=github.com/tetratelabs/wazero/...=-dwarf=false" \
+                    "-gcflags=google.golang.org/protobuf/...=-dwarf=false"
+CI_PROVE_GOFLAGS := "-gcflags=all=-l -dwarf=false"
+ci-goflags:
+	@echo '$(CI_GOFLAGS)'
+ci-prove-goflags:
+	@echo '$(CI_PROVE_GOFLAGS)'
 image-ci:
 	@set -e; for m in $(K8S_MINORS); do \
 	  archs=amd64; [ $$m = $(K8S_DEFAULT) ] && archs="amd64 arm64"; for a in $$archs; do \
-	  f='$(CI_BUILD_FLAGS)'; [ $$m = $(K8S_DEFAULT) ] && [ $$a = amd64 ] && f=; \
-	  echo "make build-scheduler K8S=$$m SCHEDULER_ARCH=$$a SCHEDULER_FLAGS=$$f SCHEDULER_LDFLAGS='-s -w' SCHEDULER_OUT=$(BIN)/$$m/linux-$$a/kube-scheduler"; \
-	  $(MAKE) --no-print-directory build-scheduler K8S=$$m SCHEDULER_ARCH=$$a SCHEDULER_FLAGS="$$f" SCHEDULER_LDFLAGS="-s -w" SCHEDULER_OUT=$(BIN)/$$m/linux-$$a/kube-scheduler; done; done
+	  g='$(CI_PROVE_GOFLAGS)'; [ $$m = $(K8S_DEFAULT) ] && [ $$a = amd64 ] && g="$$GOFLAGS"; \
+	  echo "GOFLAGS='$$g' make build-scheduler K8S=$$m SCHEDULER_ARCH=$$a SCHEDULER_LDFLAGS='-s -w' SCHEDULER_OUT=$(BIN)/$$m/linux-$$a/kube-scheduler"; \
+	  GOFLAGS="$$g" $(MAKE) --no-print-directory build-scheduler K8S=$$m SCHEDULER_ARCH=$$a SCHEDULER_LDFLAGS="-s -w" SCHEDULER_OUT=$(BIN)/$$m/linux-$$a/kube-scheduler; done; done
 	$(IMAGE_BUILD) $(call image_spec,$(K8S_DEFAULT),amd64 arm64) $(foreach m,$(filter-out $(K8S_DEFAULT),$(K8S_MINORS)),$(call image_spec,$(m),amd64))
 
 ## dist: the policy author's CLI as release archives in bin/dist: wasmsched

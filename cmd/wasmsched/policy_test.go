@@ -397,19 +397,19 @@ func TestRollback(t *testing.T) {
 		t.Fatalf("after the second rollback: %s %s", d, s)
 	}
 	// By digest prefix, with --wait: the scheduler (this test) serves it.
+	zoneDigest := source.Digest(zone)
 	done := make(chan string)
 	go func() {
-		_, out, errs := pc.cli("rollback", "zone", source.Digest(zone)[:10], "--wait", "30s")
+		_, out, errs := pc.cli("rollback", "zone", zoneDigest[:10], "--wait", "30s")
 		done <- out + errs
 	}()
-	zoneDigest := source.Digest(zone)
 	waitFor(t, func() bool { d, _ := specOf(); return d == zoneDigest })
 	pc.setStatus("zone", func(sp *api.SchedulingPolicy) {
 		sp.Status.Serving = &r1
 		sp.Status.ObservedGeneration = sp.Generation
 		sp.Status.Conditions = []metav1.Condition{{Type: api.ConditionReady, Status: metav1.ConditionTrue, Reason: api.ReasonServing, LastTransitionTime: metav1.Now()}}
 	})
-	if got := <-done; !strings.HasSuffix(got, "serving "+source.Digest(zone)[:12]+"\n") {
+	if got := <-done; !strings.HasSuffix(got, "serving "+zoneDigest[:12]+"\n") {
 		t.Fatalf("rollback --wait:\n%s", got)
 	}
 	if _, s := specOf(); s != `{"maxSkew":2}` {

@@ -70,14 +70,14 @@ func TestStaticLifecycle(t *testing.T) {
 	}
 
 	src.version(a, "test a")
-	want := source.Digest(a)
-	waitFor(t, "version a serving", func() bool { return s.Current() != nil && s.Current().Digest() == want })
+	digestA := source.Digest(a)
+	waitFor(t, "version a serving", func() bool { return s.Current() != nil && s.Current().Digest() == digestA })
 	st := state(l, "pin")
 	waitFor(t, "version a proven", func() bool { st = state(l, "pin"); return st.LastGood != nil })
-	if st.LastGood.Module.SHA256 != source.Digest(a) {
+	if st.LastGood.Module.SHA256 != digestA {
 		t.Fatalf("last good %+v, want a", st.LastGood)
 	}
-	if _, err := l.opts.ModuleCache.Get(source.Digest(a)); err != nil {
+	if _, err := l.opts.ModuleCache.Get(digestA); err != nil {
 		t.Fatalf("the last good module is not cached: %v", err)
 	}
 
@@ -86,7 +86,7 @@ func TestStaticLifecycle(t *testing.T) {
 		c := meta.FindStatusCondition(state(l, "pin").Conditions, api.ConditionRejected)
 		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == api.ReasonLoadFailed
 	})
-	if s.Current() == nil || s.Current().Digest() != source.Digest(a) {
+	if s.Current() == nil || s.Current().Digest() != digestA {
 		t.Fatal("a broken upload replaced the version serving")
 	}
 	src.events <- func(h source.Handlers) {
@@ -97,7 +97,7 @@ func TestStaticLifecycle(t *testing.T) {
 		c := meta.FindStatusCondition(state(l, "pin").Conditions, api.ConditionRejected)
 		return c != nil && c.Reason == api.ReasonFetch && strings.Contains(c.Message, "chunk sha256 mismatch")
 	})
-	if s.Current() == nil || s.Current().Digest() != source.Digest(a) {
+	if s.Current() == nil || s.Current().Digest() != digestA {
 		t.Fatal("the source's error replaced the version serving")
 	}
 	// The upload repaired with the module serving: ready again, nothing
