@@ -157,6 +157,10 @@ type Cycle struct {
 	Policy  *policy.Cycle
 	Entries []*Entry
 
+	// Names, when set, remembers node names across the cycles of a
+	// scheduling profile (NodeNames).
+	Names *NodeNames
+
 	// scored are the nodes PreScore was given, in order.
 	scored     []fwk.NodeInfo
 	scoreOrder scoredNodes

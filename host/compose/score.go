@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
@@ -35,9 +36,7 @@ func (c *Cycle) PreScore(ctx context.Context, nodes []fwk.NodeInfo) bool {
 	}
 	c.scored = nodes
 	c.scoreOrder = scoredNodes{names: make([]string, len(nodes))}
-	for i, ni := range nodes {
-		c.scoreOrder.names[i] = ni.Node().Name
-	}
+	c.Names.fill(c.scoreOrder.names, nodes)
 	for _, e := range c.Entries {
 		if e.scores == nil {
 			continue
@@ -273,4 +272,47 @@ func (sn *scoredNodes) index(k int, name string) (int, bool) {
 	})
 	i, ok := sn.byName[name]
 	return i, ok
+}
+
+// NodeNames remembers the names of the nodes PreScore was given last, by
+// position, with their node objects. The scheduler's batch rescore passes
+// PreScore the same nodes as the call before it, nearly in the same order
+// (about 500 a batched pod at 5000 nodes): comparing the node object at a
+// position gives its name without reading the node, and the name is the
+// very string the framework hands NormalizeScore, so checking the order
+// there compares addresses. One per scheduling profile (Cycle.Names); safe
+// for concurrent use.
+type NodeNames struct {
+	mu   sync.Mutex
+	keys []nameKey
+}
+
+type nameKey struct {
+	node *v1.Node
+	name string
+}
+
+// fill sets names[i] to the name of nodes[i]; nn may be nil.
+func (nn *NodeNames) fill(names []string, nodes []fwk.NodeInfo) {
+	if nn == nil {
+		for i, ni := range nodes {
+			names[i] = ni.Node().Name
+		}
+		return
+	}
+	nn.mu.Lock()
+	defer nn.mu.Unlock()
+	for i, ni := range nodes {
+		n := ni.Node()
+		if i < len(nn.keys) && nn.keys[i].node == n {
+			names[i] = nn.keys[i].name
+			continue
+		}
+		names[i] = n.Name
+		if i < len(nn.keys) {
+			nn.keys[i] = nameKey{node: n, name: n.Name}
+		} else {
+			nn.keys = append(nn.keys, nameKey{node: n, name: n.Name})
+		}
+	}
 }

@@ -1,6 +1,14 @@
 package compose
 
-import "testing"
+import (
+	"slices"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
 
 // TestScoredNodesIndex: Score and NormalizeScore find a node's position
 // among PreScore's nodes from the order when it holds, by name when it
@@ -21,6 +29,37 @@ func TestScoredNodesIndex(t *testing.T) {
 	} {
 		if i, ok := sn.index(c.k, c.name); i != c.want || ok != c.ok {
 			t.Errorf("index(%d, %q) = %d, %v; want %d, %v", c.k, c.name, i, ok, c.want, c.ok)
+		}
+	}
+}
+
+// TestNodeNames: the names PreScore keeps are the nodes' own, whatever
+// the order the nodes come in, when a node object is replaced, and without
+// a NodeNames.
+func TestNodeNames(t *testing.T) {
+	info := func(name string) fwk.NodeInfo {
+		ni := framework.NewNodeInfo()
+		ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		return ni
+	}
+	a, b, c := info("a"), info("b"), info("c")
+	nn := &NodeNames{}
+	for _, step := range []struct {
+		what  string
+		nodes []fwk.NodeInfo
+		want  []string
+	}{
+		{"first", []fwk.NodeInfo{a, b, c}, []string{"a", "b", "c"}},
+		{"reordered", []fwk.NodeInfo{c, a, b}, []string{"c", "a", "b"}},
+		{"fewer", []fwk.NodeInfo{b}, []string{"b"}},
+		{"b's object replaced", []fwk.NodeInfo{c, info("b"), a, info("d")}, []string{"c", "b", "a", "d"}},
+	} {
+		for _, n := range []*NodeNames{nn, nil} {
+			got := make([]string, len(step.nodes))
+			n.fill(got, step.nodes)
+			if !slices.Equal(got, step.want) {
+				t.Errorf("%s (NodeNames %v): %q, want %q", step.what, n != nil, got, step.want)
+			}
 		}
 	}
 }

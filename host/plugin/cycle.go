@@ -84,7 +84,9 @@ func (pl *Plugin) newCycle(pod *v1.Pod, nodes []fwk.NodeInfo) *cycleState {
 		}
 		members = append(members, m)
 	}
-	return &cycleState{c: compose.NewCycle(pod, nodes, members), reasons: &reasonBudget{}, blocked: blocked}
+	c := compose.NewCycle(pod, nodes, members)
+	c.Names = &pl.nodeNames
+	return &cycleState{c: c, reasons: &reasonBudget{}, blocked: blocked}
 }
 
 func getState(cs fwk.CycleState) (*cycleState, error) {

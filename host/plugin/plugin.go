@@ -63,6 +63,9 @@ type Plugin struct {
 	// eventRequests memoises the requests of the pods of the event the
 	// queue's hints are asked about (requeue.go).
 	eventRequests requestsMemo
+	// nodeNames remembers the names of the nodes scored last (the batch
+	// rescore's candidates; compose.NodeNames).
+	nodeNames compose.NodeNames
 	// registered is the eventSet EventsToRegister gave the framework, with
 	// evRegistered set once it did (events.go).
 	registered atomic.Uint32

@@ -14,8 +14,8 @@ import (
 // hands the same node name (the same bytes) to every cycle until the node
 // object is replaced, so one load of a slot usually answers. A slot keeps
 // its name alive, so no other string can take its address: equal address
-// and length mean equal bytes. Only the goroutine holding the member
-// touches it.
+// and length mean equal bytes. Only the goroutine holding the member (or
+// the score memo's lock) touches it.
 type handleCache struct {
 	slots []handleSlot
 	shift uint // 64 - log2(len(slots))
@@ -26,9 +26,12 @@ type handleSlot struct {
 	h    int32
 }
 
-// handle returns the handle of a node name, from the cache or the table.
-func (m *member) handle(t *handleTable, name string) int32 {
-	c := &m.handles
+// handle returns the handle of a node name, from the member's cache or the
+// table.
+func (m *member) handle(t *handleTable, name string) int32 { return m.handles.get(t, name) }
+
+// get returns the handle of a node name, from the cache or the table.
+func (c *handleCache) get(t *handleTable, name string) int32 {
 	if len(name) == 0 {
 		return t.get(name)
 	}

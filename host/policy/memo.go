@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
@@ -24,6 +25,20 @@ type scoreMemo struct {
 	seq       uint64 // the last cycle's number; 0 before the first
 	entries   []memoScore
 	handles   []int32 // scratch: the handles of a cycle's nodes
+	// keys are the node objects of the calls so far, by position, with
+	// their handles: the scheduler's batch rescore passes the same nodes as
+	// the call before it, nearly in the same order, so comparing the node
+	// object at a position answers most handles without reading the name
+	// (at 5000 nodes, 500 a batched pod); cache answers the others by the
+	// address of the name. A key stays true as long as it is kept: a node
+	// object's name never changes, and a name keeps its handle.
+	keys  []nodeKey
+	cache handleCache
+}
+
+type nodeKey struct {
+	node   *v1.Node
+	handle int32
 }
 
 type memoScore struct {
@@ -52,8 +67,19 @@ func (p *Policy) ScoreAllMemo(ctx context.Context, c *Cycle, nodes []fwk.NodeInf
 	memo.mu.Lock()
 	defer memo.mu.Unlock()
 	hs := memo.handles[:0]
-	for _, ni := range nodes {
-		hs = append(hs, p.handles.get(ni.Node().Name))
+	for i, ni := range nodes {
+		n := ni.Node()
+		if i < len(memo.keys) && memo.keys[i].node == n {
+			hs = append(hs, memo.keys[i].handle)
+			continue
+		}
+		h := memo.cache.get(&p.handles, n.Name)
+		hs = append(hs, h)
+		if i < len(memo.keys) {
+			memo.keys[i] = nodeKey{node: n, handle: h}
+		} else {
+			memo.keys = append(memo.keys, nodeKey{node: n, handle: h})
+		}
 	}
 	memo.handles = hs
 	reuse := memo.seq != 0 && memo.signature == sig && now.Sub(memo.at) < maxMemoAge

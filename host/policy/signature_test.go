@@ -135,6 +135,11 @@ func TestScoreMemo(t *testing.T) {
 	if got := score(a, nodes); !slices.Equal(got, []int64{1, 2, 3}) {
 		t.Fatalf("first cycle: %v, want every node scored", got)
 	}
+	// The same nodes in another order, as the scheduler's batch rescore
+	// passes them: every score reused, each its own node's.
+	if got := score(a, []fwk.NodeInfo{nodes[2], nodes[0], nodes[1]}); !slices.Equal(got, []int64{3, 1, 2}) {
+		t.Fatalf("same nodes reordered: %v, want each node's own score reused", got)
+	}
 	// Same signature, n2 changed (a pod landed there): only n2 is scored.
 	nodes[1] = mkNode("n2", map[string]string{"changed": ""})
 	b := annotated("b", map[string]string{"kind": "x", "other": "y"}, nil)
