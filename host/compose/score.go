@@ -275,44 +275,28 @@ func (sn *scoredNodes) index(k int, name string) (int, bool) {
 }
 
 // NodeNames remembers the names of the nodes PreScore was given last, by
-// position, with their node objects. The scheduler's batch rescore passes
-// PreScore the same nodes as the call before it, nearly in the same order
-// (about 500 a batched pod at 5000 nodes): comparing the node object at a
-// position gives its name without reading the node, and the name is the
-// very string the framework hands NormalizeScore, so checking the order
-// there compares addresses. One per scheduling profile (Cycle.Names); safe
+// position (policy.NodeSlots): most names come without reading the node,
+// and each is the very string the framework hands NormalizeScore, so
+// checking the order there compares addresses. One per scheduling profile (Cycle.Names); safe
 // for concurrent use.
 type NodeNames struct {
-	mu   sync.Mutex
-	keys []nameKey
+	mu    sync.Mutex
+	slots policy.NodeSlots[string]
 }
 
-type nameKey struct {
-	node *v1.Node
-	name string
-}
+func nodeName(n *v1.Node) string { return n.Name }
 
 // fill sets names[i] to the name of nodes[i]; nn may be nil.
 func (nn *NodeNames) fill(names []string, nodes []fwk.NodeInfo) {
 	if nn == nil {
 		for i, ni := range nodes {
-			names[i] = ni.Node().Name
+			names[i] = nodeName(ni.Node())
 		}
 		return
 	}
 	nn.mu.Lock()
 	defer nn.mu.Unlock()
 	for i, ni := range nodes {
-		n := ni.Node()
-		if i < len(nn.keys) && nn.keys[i].node == n {
-			names[i] = nn.keys[i].name
-			continue
-		}
-		names[i] = n.Name
-		if i < len(nn.keys) {
-			nn.keys[i] = nameKey{node: n, name: n.Name}
-		} else {
-			nn.keys = append(nn.keys, nameKey{node: n, name: n.Name})
-		}
+		names[i] = nn.slots.At(i, ni.Node(), nodeName)
 	}
 }

@@ -25,20 +25,10 @@ type scoreMemo struct {
 	seq       uint64 // the last cycle's number; 0 before the first
 	entries   []memoScore
 	handles   []int32 // scratch: the handles of a cycle's nodes
-	// keys are the node objects of the calls so far, by position, with
-	// their handles: the scheduler's batch rescore passes the same nodes as
-	// the call before it, nearly in the same order, so comparing the node
-	// object at a position answers most handles without reading the name
-	// (at 5000 nodes, 500 a batched pod); cache answers the others by the
-	// address of the name. A key stays true as long as it is kept: a node
-	// object's name never changes, and a name keeps its handle.
-	keys  []nodeKey
+	// keys are the handles of the nodes of the calls so far, by position
+	// (NodeSlots); cache answers the others by the address of the name.
+	keys  NodeSlots[int32]
 	cache handleCache
-}
-
-type nodeKey struct {
-	node   *v1.Node
-	handle int32
 }
 
 type memoScore struct {
@@ -67,19 +57,9 @@ func (p *Policy) ScoreAllMemo(ctx context.Context, c *Cycle, nodes []fwk.NodeInf
 	memo.mu.Lock()
 	defer memo.mu.Unlock()
 	hs := memo.handles[:0]
+	handle := func(n *v1.Node) int32 { return memo.cache.get(&p.handles, n.Name) }
 	for i, ni := range nodes {
-		n := ni.Node()
-		if i < len(memo.keys) && memo.keys[i].node == n {
-			hs = append(hs, memo.keys[i].handle)
-			continue
-		}
-		h := memo.cache.get(&p.handles, n.Name)
-		hs = append(hs, h)
-		if i < len(memo.keys) {
-			memo.keys[i] = nodeKey{node: n, handle: h}
-		} else {
-			memo.keys = append(memo.keys, nodeKey{node: n, handle: h})
-		}
+		hs = append(hs, memo.keys.At(i, ni.Node(), handle))
 	}
 	memo.handles = hs
 	reuse := memo.seq != 0 && memo.signature == sig && now.Sub(memo.at) < maxMemoAge
