@@ -218,7 +218,7 @@ func (s *Slot) runLoader(ctx context.Context, logger klog.Logger) {
 				}
 			case a.err != nil:
 				run = nil
-				s.reject(a.digest(), a.err)
+				s.reject(a.digest(), a.pend, a.err)
 				if s.afterLoad != nil {
 					s.afterLoad(a.req, a.err)
 				}
@@ -227,7 +227,7 @@ func (s *Slot) runLoader(ctx context.Context, logger klog.Logger) {
 				if s.beforeInstall != nil {
 					s.beforeInstall(a.req)
 				}
-				s.install(logger, a.p, a.req, a.pend.Since)
+				s.install(logger, a.p, a.req, a.pend)
 				if s.afterLoad != nil {
 					s.afterLoad(a.req, nil)
 				}
@@ -321,6 +321,17 @@ func (s *Slot) showLoading(pend *Pending, busy bool) {
 	})
 }
 
+// endLoadingLocked takes pend out of the status when it is the version
+// shown loading, so that whatever publishes pend's end (install, reject,
+// superseded) does not show it loading still; the loader shows what loads
+// next. s.mu is held.
+func (s *Slot) endLoadingLocked(pend *Pending) {
+	if pend != nil && s.status.Loading == pend {
+		s.status.Loading = nil
+		loadingSince.WithLabelValues(s.Name()).Set(0)
+	}
+}
+
 // superseded records a version abandoned before it finished loading
 // because a newer one (by; empty: the source's deletion) replaced it. It
 // says nothing about the version's bytes: it is not a rejection.
@@ -328,6 +339,7 @@ func (s *Slot) superseded(pend *Pending, by string) {
 	s.mu.Lock()
 	stage := pend.Stage
 	s.status.LastSuperseded = &Supersession{Digest: pend.Digest, Origin: pend.Origin, Stage: stage, At: time.Now(), By: by}
+	s.endLoadingLocked(pend)
 	s.mu.Unlock()
 	reloadsTotal.WithLabelValues(s.Name(), "superseded").Inc()
 	newer := by

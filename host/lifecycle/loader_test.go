@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,6 +156,42 @@ func waitLoading(t *testing.T, s *Slot, digest, stage string) (notBefore time.Ti
 	return notBefore
 }
 
+// publishedStatuses records the status s publishes at each change (its
+// onChange, which the test slot leaves unset); check fails t for each one
+// that shows a version loading while it is already the serving, the
+// rejected or the superseded one: whatever ends a load publishes the
+// status without it.
+func publishedStatuses(s *Slot) (check func(t *testing.T)) {
+	var mu sync.Mutex
+	var seen []SlotStatus
+	s.onChange = func() {
+		st := s.Status()
+		mu.Lock()
+		seen = append(seen, st)
+		mu.Unlock()
+	}
+	return func(t *testing.T) {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		for i, st := range seen {
+			l := st.Loading
+			switch {
+			case l == nil:
+			case l.Digest == st.Digest:
+				t.Errorf("status %d published %s serving and loading", i, api.ShortDigest(l.Digest))
+			case st.LastRejected != nil && st.LastRejected.Digest == l.Digest && st.LastRejected.At.After(l.Since):
+				t.Errorf("status %d published %s rejected and still loading", i, api.ShortDigest(l.Digest))
+			case st.LastSuperseded != nil && st.LastSuperseded.Digest == l.Digest && st.LastSuperseded.At.After(l.Since):
+				t.Errorf("status %d published %s superseded and still loading", i, api.ShortDigest(l.Digest))
+			}
+		}
+		if len(seen) == 0 {
+			t.Error("no status published")
+		}
+	}
+}
+
 // A newer version supersedes a load in flight: the source's handler
 // returns at once, the status shows the stuck version initialising, the
 // good version serves before the stuck one's 10s init deadline, and the
@@ -164,6 +201,7 @@ func TestNewerVersionSupersedesLoad(t *testing.T) {
 	a, b := testwasm.Bytes(t, "test/guests/versions/a"), testwasm.Bytes(t, "test/guests/versions/b")
 	slow := testwasm.Bytes(t, "test/guests/probe")
 	s := newTestSlot(t, "supersede", stuckSettings, "")
+	checkPublished := publishedStatuses(s)
 	warm(t, s, b)
 	src := newFakeSource()
 	if _, err := run(t, s, src, func() { src.version(a, "test a") }); err != nil {
@@ -223,6 +261,7 @@ func TestNewerVersionSupersedesLoad(t *testing.T) {
 	if got := counter(t, "supersede", "rejected"); got != 0 {
 		t.Errorf("reloads_total{result=rejected} = %v after the abandoned load returned, want 0", got)
 	}
+	checkPublished(t)
 }
 
 // The same digest handed over again while it loads is not loaded twice,
@@ -276,6 +315,7 @@ func TestFirstVersionOutcome(t *testing.T) {
 	})
 	t.Run("slow first version superseded by a bad one", func(t *testing.T) {
 		s := newTestSlot(t, "startslowbad", slowSettings, "")
+		checkPublished := publishedStatuses(s)
 		src := newFakeSource()
 		begin := time.Now()
 		_, err := run(t, s, src, func() {
@@ -290,6 +330,7 @@ func TestFirstVersionOutcome(t *testing.T) {
 			t.Fatalf("lastSuperseded %+v, want the slow version", sup)
 		}
 		t.Logf("refused after %v, the superseded load still running: %d", time.Since(begin), s.load.inFlight.Load())
+		checkPublished(t)
 	})
 	t.Run("slow first version superseded by a good one", func(t *testing.T) {
 		s := newTestSlot(t, "startslowgood", slowSettings, "")

@@ -110,11 +110,11 @@ func describeSource(src Source) string {
 
 // install swaps in p, a version of v loaded and validated off the
 // scheduling path (compiled, started, initialised with the settings) by
-// the loader, which calls it; since is when the source handed v over. The
-// previous version keeps serving the cycles pinned to it and is closed
-// once unused.
-func (s *Slot) install(logger klog.Logger, p *policy.Policy, r *request, since time.Time) {
-	v := r.v
+// the loader, which calls it; pend is its load (since when the source
+// handed v over). The previous version keeps serving the cycles pinned to
+// it and is closed once unused.
+func (s *Slot) install(logger klog.Logger, p *policy.Policy, r *request, pend *Pending) {
+	v, since := r.v, pend.Since
 	old := s.swap(p)
 	s.deactivated.Store(false)
 	reloadDuration.WithLabelValues(s.Name()).Observe(time.Since(since).Seconds())
@@ -125,6 +125,7 @@ func (s *Slot) install(logger klog.Logger, p *policy.Policy, r *request, since t
 	if old != nil {
 		s.status.Reloads++
 	}
+	s.endLoadingLocked(pend)
 	s.mu.Unlock()
 	s.changed()
 	// A first version matters to pods too when the policy is required:
@@ -150,10 +151,11 @@ func (s *Slot) retire(logger klog.Logger, old *policy.Policy) {
 	}()
 }
 
-// reject records a refused revision: log, metric and the slot's status.
+// reject records a refused revision: log, metric and the slot's status;
+// pend is its load when the loader refused it (nil: refused before one).
 // The current version keeps serving. The policy's entry posts the Event
 // (revision.go's refuse).
-func (s *Slot) reject(digest string, err error) {
+func (s *Slot) reject(digest string, pend *Pending, err error) {
 	reloadsTotal.WithLabelValues(s.Name(), "rejected").Inc()
 	if cur := s.currentDigest(); cur != "" {
 		klog.Background().WithName(compose.Name).Error(err, "Policy upload rejected; the current version keeps serving", "policy", s.Name(), "digest", digest, "current", cur)
@@ -162,6 +164,7 @@ func (s *Slot) reject(digest string, err error) {
 	}
 	s.mu.Lock()
 	s.status.LastRejected = &Rejection{Digest: digest, At: time.Now(), Error: err.Error()}
+	s.endLoadingLocked(pend)
 	s.mu.Unlock()
 	s.changed()
 }

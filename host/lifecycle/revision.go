@@ -286,7 +286,7 @@ func (e *entry) refuse(rev api.Revision, kind string, err error) {
 		// The loader recorded a load's failure itself; a refusal repeated
 		// (a fetch retried at each resync) is recorded once.
 		e.rejected = note
-		e.slot.reject(rev.Module.SHA256, err)
+		e.slot.reject(rev.Module.SHA256, nil, err)
 	}
 	switch {
 	case rev.Key == e.want.Key && kind == api.ReasonUntrusted:
