@@ -90,8 +90,12 @@ func (c schedCounters) since(earlier schedCounters) schedCounters {
 }
 
 // measuredNamespace is where the GPU, Basic, Churn and Gang workloads create their
-// measured pods (Quota creates them in its tenants' namespaces).
-const measuredNamespace = "measure"
+// measured pods. Quota creates them in its tenants' namespaces, labelled
+// measuredLabel (testdata/pod-cpu-measured.yaml).
+const (
+	measuredNamespace = "measure"
+	measuredLabel     = "perf.wasmsched.io/measured"
+)
 
 // counterWatch reads the counters at the start of a workload, when its
 // first measured pod appears (if it has a measure namespace) and at the end.
@@ -118,28 +122,43 @@ func watchCounters(tCtx tContext) *counterWatch {
 	if w.start != nil {
 		go w.failOnErrors(ctx, tCtx)
 	}
-	watch, err := tCtx.Client().CoreV1().Pods(measuredNamespace).Watch(ctx, metav1.ListOptions{})
+	// The first measured pod, by namespace or by label, whichever the
+	// workload uses.
+	pods := tCtx.Client().CoreV1()
+	inNamespace, err := pods.Pods(measuredNamespace).Watch(ctx, metav1.ListOptions{})
 	if err != nil {
 		tCtx.Logf("watch the measured pods: %v", err)
 		return w
 	}
+	labelled, err := pods.Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{LabelSelector: measuredLabel})
+	if err != nil {
+		inNamespace.Stop()
+		tCtx.Logf("watch the measured pods: %v", err)
+		return w
+	}
 	go func() {
-		defer watch.Stop()
+		defer inNamespace.Stop()
+		defer labelled.Stop()
 		select {
-		case _, ok := <-watch.ResultChan():
+		case _, ok := <-inNamespace.ResultChan():
 			if !ok {
 				return
 			}
-			c, err := gatherCounters()
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			if err == nil {
-				w.measured = &c
-			}
-			if *measuredProfile != "" && !w.stopped {
-				w.profile = startProfile(tCtx, *measuredProfile)
+		case _, ok := <-labelled.ResultChan():
+			if !ok {
+				return
 			}
 		case <-ctx.Done():
+			return
+		}
+		c, err := gatherCounters()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if err == nil {
+			w.measured = &c
+		}
+		if *measuredProfile != "" && !w.stopped {
+			w.profile = startProfile(tCtx, *measuredProfile)
 		}
 	}()
 	return w

@@ -310,7 +310,8 @@ profiles:
 //     pending under the quota profiles. They do not preempt
 //     (preemptionPolicy Never): the workload measures placing pods under
 //     quota, not preemption. The barrier and the throughput leave that
-//     tenant out.
+//     tenant out. The measured pods carry measuredLabel, so that the
+//     counters and CPU of the measured part start at the first of them.
 //   - Churn: opportunistic batching and queueing hints under churn. Every
 //     node has GPUs (three quarters 8 A100 80GB, a quarter 8 time-sliced
 //     T4), so that only the gpu rules reject the pending pods: pods that
@@ -557,6 +558,7 @@ var workloads = template.Must(template.New("workloads").Parse(`
     signatureBatchSize: 1000000
     countParam: $measure
     namespace: {{.}}
+    podTemplatePath: {{$td}}/pod-cpu-measured.yaml
     skipWaitToCompletion: true
 {{- end}}
   - opcode: createPods
