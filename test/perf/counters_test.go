@@ -98,7 +98,8 @@ const (
 )
 
 // counterWatch reads the counters at the start of a workload, when its
-// first measured pod appears (if it has a measure namespace) and at the end.
+// first measured pod appears (in namespace measure or labelled
+// measuredLabel) and at the end.
 type counterWatch struct {
 	mu              sync.Mutex
 	start, measured *schedCounters
