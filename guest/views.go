@@ -259,8 +259,9 @@ func (n *NodeInfo) Name() string {
 }
 
 // Generation returns the scheduler's generation of the node: it changes
-// with every change of the node or of its pods, so a policy may keep what
-// it computed for one generation of a node.
+// whenever what the policy can read of the node changes (for a policy
+// that wants pods, with every change of the node or of its pods), so a
+// policy may keep what it computed for one generation of a node.
 func (n *NodeInfo) Generation() int64 {
 	if !n.index.built {
 		return n.Message().GetGeneration()

@@ -150,28 +150,44 @@ func BenchmarkFilterResident(b *testing.B) {
 	}
 }
 
-// BenchmarkNodeSync is sending one changed node to an instance.
+// BenchmarkNodeSync is sending one changed node to an instance: a usage
+// update, as after a binding. The pods added take turns with different
+// requests: the host sends nothing for a node whose usage is what the
+// instance holds already.
 func BenchmarkNodeSync(b *testing.B) {
 	p := loadNodepin(b, `{"nodes": ["node-00000"]}`, 1)
 	nodes := realisticNodes(1)
 	c := policy.NewCycle(realisticPod(0), nodes)
-	pod := realisticPod(1)
-	pod.Spec.NodeName = nodes[0].Node().Name
-	pi, err := framework.NewPodInfo(pod)
-	if err != nil {
+	var pods []*v1.Pod
+	var infos []fwk.PodInfo
+	for i, cpu := range []string{"100m", "200m"} {
+		pod := realisticPod(1 + i)
+		pod.Spec.NodeName = nodes[0].Node().Name
+		pod.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}
+		pi, err := framework.NewPodInfo(pod)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pods, infos = append(pods, pod), append(infos, pi)
+	}
+	if _, err := p.Filter(ctx, c, nodes[0]); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		nodes[0].AddPodInfo(pi) // bumps the generation
+		nodes[0].AddPodInfo(infos[i%2]) // bumps the generation
 		if _, err := p.Filter(ctx, c, nodes[0]); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()
-		if err := nodes[0].RemovePod(klogger, pod); err != nil {
+		if err := nodes[0].RemovePod(klogger, pods[i%2]); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
+	}
+	b.StopTimer()
+	if st := p.Stats(); st.UsageSent < int64(b.N) {
+		b.Fatalf("%d usage updates sent for %d changes", st.UsageSent, b.N)
 	}
 }
 

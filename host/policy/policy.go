@@ -96,6 +96,7 @@ type Policy struct {
 
 type counters struct {
 	nodesSent, usageSent, podsSent atomic.Int64
+	usageUnchanged                 atomic.Int64
 	objectsSent, tenantUsageSent   atomic.Int64
 }
 
@@ -104,8 +105,11 @@ type counters struct {
 type Stats struct {
 	// NodesSent counts node records sent whole (one per node per instance
 	// that needed it), UsageSent the usage updates sent instead, PodsSent
-	// cycle starts (pod installs).
+	// cycle starts (pod installs). UsageUnchanged counts the usage updates
+	// left unsent because the instance held the same usage under an
+	// earlier generation.
 	NodesSent, UsageSent, PodsSent int64
+	UsageUnchanged                 int64
 	// ObjectsSent counts cluster objects and their removals sent (one per
 	// object per instance that needed it, however often the object
 	// changed in between), TenantUsageSent tenant usage entries.
@@ -118,7 +122,8 @@ type Stats struct {
 // Stats returns the counters.
 func (p *Policy) Stats() Stats {
 	return Stats{NodesSent: p.stats.nodesSent.Load(), UsageSent: p.stats.usageSent.Load(), PodsSent: p.stats.podsSent.Load(),
-		ObjectsSent: p.stats.objectsSent.Load(), TenantUsageSent: p.stats.tenantUsageSent.Load(), Guest: p.module.GuestTime()}
+		UsageUnchanged: p.stats.usageUnchanged.Load(),
+		ObjectsSent:    p.stats.objectsSent.Load(), TenantUsageSent: p.stats.tenantUsageSent.Load(), Guest: p.module.GuestTime()}
 }
 
 // member is a pool member: an instance and what the host knows it holds.
@@ -128,8 +133,11 @@ type member struct {
 	gens []int64 // NodeInfo generation held, by handle; 0 = none
 	// objs is the node object last sent whole, by handle: while a node's
 	// object stays the same, a new generation is only new usage.
-	objs  []*v1.Node
-	cycle uint64 // cycle whose pod is installed; 0 = none
+	objs []*v1.Node
+	// contents is the content id of the usage entry last sent, by handle
+	// (encodedNode.content); 0 after a whole entry.
+	contents []uint64
+	cycle    uint64 // cycle whose pod is installed; 0 = none
 	// cycleCode is PreFilter's verdict for that cycle; scoresFinal is set
 	// when the guest flagged its raw scores final (no NormalizeScore),
 	// noDetail when it flagged PreFilter's Result as holding nothing

@@ -285,11 +285,44 @@ func TestUsageUpdates(t *testing.T) {
 			if st := p.Stats(); st.NodesSent != whole || st.UsageSent != usage {
 				t.Fatalf("after three pod changes: %d nodes sent whole and %d usage updates, want %d and %d", st.NodesSent, st.UsageSent, whole, usage)
 			}
+			// y updated in place (as the API server confirms an assumed
+			// pod): a new generation, the same usage, which a usage guest
+			// holds already; a guest that wants pods gets the node again.
+			gen := ni.GetGeneration()
+			if err := ni.RemovePod(klog.Background(), y); err != nil {
+				t.Fatal(err)
+			}
+			ni.AddPodInfo(mustPodInfo(t, withNode(mkPod("y"), "n1")))
+			if ni.GetGeneration() == gen {
+				t.Fatal("updating a pod left the node's generation as it was")
+			}
+			free(3900)
+			unchanged := int64(0)
+			if c.wantUsage {
+				unchanged = 1
+			} else {
+				whole++
+			}
+			if st := p.Stats(); st.NodesSent != whole || st.UsageSent != usage || st.UsageUnchanged != unchanged {
+				t.Fatalf("after a pod updated in place: %d nodes sent whole, %d usage updates, %d left unsent; want %d, %d and %d",
+					st.NodesSent, st.UsageSent, st.UsageUnchanged, whole, usage, unchanged)
+			}
+			// The next real change goes out again.
+			ni.AddPodInfo(mustPodInfo(t, withNode(mkPod("z"), "n1")))
+			free(3800)
+			if c.wantUsage {
+				usage++
+			} else {
+				whole++
+			}
+			if st := p.Stats(); st.NodesSent != whole || st.UsageSent != usage {
+				t.Fatalf("after a pod added: %d nodes sent whole and %d usage updates, want %d and %d", st.NodesSent, st.UsageSent, whole, usage)
+			}
 			// A new node object (its allocatable changed) goes whole.
 			node := ni.Node().DeepCopy()
 			node.Status.Allocatable[v1.ResourceCPU] = resource.MustParse("8")
 			ni.SetNode(node)
-			free(7900)
+			free(7800)
 			if st := p.Stats(); st.NodesSent != whole+1 || st.UsageSent != usage {
 				t.Fatalf("after a new node object: %d nodes sent whole and %d usage updates, want %d and %d", st.NodesSent, st.UsageSent, whole+1, usage)
 			}

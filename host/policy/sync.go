@@ -1,12 +1,15 @@
 package policy
 
 import (
+	"bytes"
 	"fmt"
 	"sync"
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"google.golang.org/protobuf/encoding/protowire"
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 	"github.com/wasmsched/wasmsched/host/convert"
@@ -94,7 +97,15 @@ func (c *Cycle) request(view *podView) []byte {
 type encodedNode struct {
 	gen   int64
 	entry []byte
+	// content, for a usage entry, identifies what it tells the guest
+	// besides the node's handle and generation (requested, pod count):
+	// consecutive usage entries of a node with equal content share it
+	// (sameContent). 0 for whole entries.
+	content uint64
 }
+
+// contentIDs numbers the distinct contents of usage entries.
+var contentIDs atomic.Uint64
 
 // nodeCache keeps the last encoding of each node, by handle.
 type nodeCache struct{ m sync.Map } // int32 -> *encodedNode
@@ -107,10 +118,11 @@ const (
 
 // cached returns c's encoding of node h at generation gen, making it with
 // msg if c has none.
-func (c *nodeCache) cached(h int32, gen int64, tag byte, msg func() sizedMessage) []byte {
+func (c *nodeCache) cached(h int32, gen int64, tag byte, msg func() sizedMessage) *encodedNode {
+	var prev *encodedNode
 	if v, ok := c.m.Load(h); ok {
-		if e := v.(*encodedNode); e.gen == gen {
-			return e.entry
+		if prev = v.(*encodedNode); prev.gen == gen {
+			return prev
 		}
 	}
 	m := msg()
@@ -122,8 +134,46 @@ func (c *nodeCache) cached(h int32, gen int64, tag byte, msg func() sizedMessage
 	if _, err := m.MarshalToSizedBufferVT(entry[len(entry)-size:]); err != nil {
 		panic(err)
 	}
-	c.m.Store(h, &encodedNode{gen: gen, entry: entry})
-	return entry
+	e := &encodedNode{gen: gen, entry: entry}
+	if tag == tagUsage {
+		if prev != nil && sameContent(prev.entry, entry) {
+			e.content = prev.content
+		} else {
+			e.content = contentIDs.Add(1)
+		}
+	}
+	c.m.Store(h, e)
+	return e
+}
+
+// sameContent reports whether two usage entries (tag and length included)
+// tell the guest the same once their handle and generation (NodeUsage's
+// fields 1 and 2, which the encoding puts first) are left out. Entries
+// whose other fields are not all after those two never compare equal.
+func sameContent(a, b []byte) bool {
+	return bytes.Equal(usageContent(a), usageContent(b))
+}
+
+// usageContent is a usage entry's fields after its leading handle and
+// generation; the whole entry when it cannot be read so.
+func usageContent(entry []byte) []byte {
+	_, n := protowire.ConsumeVarint(entry[1:])
+	if n < 0 {
+		return entry
+	}
+	b := entry[1+n:]
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || (num != 1 && num != 2) {
+			break
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return entry
+		}
+		b = b[n+m:]
+	}
+	return b
 }
 
 type sizedMessage interface {
@@ -132,14 +182,14 @@ type sizedMessage interface {
 }
 
 // encode returns ni whole, as an upsert.
-func (p *Policy) encode(h int32, ni fwk.NodeInfo) []byte {
+func (p *Policy) encode(h int32, ni fwk.NodeInfo) *encodedNode {
 	return p.nodes.cached(h, ni.GetGeneration(), tagUpsert, func() sizedMessage {
 		return convert.NodeInfo(h, ni, p.info.WantsPods)
 	})
 }
 
 // encodeUsage returns ni's usage update.
-func (p *Policy) encodeUsage(h int32, ni fwk.NodeInfo) []byte {
+func (p *Policy) encodeUsage(h int32, ni fwk.NodeInfo) *encodedNode {
 	return p.usages.cached(h, ni.GetGeneration(), tagUsage, func() sizedMessage {
 		return convert.NodeUsage(h, ni)
 	})
@@ -173,33 +223,46 @@ type syncBatch struct {
 	hs   []int32
 	gens []int64
 	// objs are the node objects of whole entries; nil for usage entries,
-	// which leave the object as it was.
-	objs  []*v1.Node
-	usage int
+	// which leave the object as it was. contents are the usage entries'
+	// content ids, 0 for whole entries.
+	objs     []*v1.Node
+	contents []uint64
+	usage    int
 }
 
 // entry returns what brings m to ni under handle h: a usage update when m
 // holds the same node object at another generation and the guest applies
 // those (obj is nil then), ni whole otherwise (obj is its node object).
-func (p *Policy) entry(m *member, h int32, ni fwk.NodeInfo) (e []byte, obj *v1.Node) {
+// Unchanged is set when m holds that usage already, under another
+// generation (a pod assumed on the node and then confirmed by the API
+// server changes the generation twice and the usage once): nothing need be
+// sent, m now holds ni at its generation.
+func (p *Policy) entry(m *member, h int32, ni fwk.NodeInfo) (e *encodedNode, obj *v1.Node, unchanged bool) {
 	if p.usage && int(h) < len(m.objs) && m.objs[h] != nil && m.objs[h] == ni.Node() {
-		return p.encodeUsage(h, ni), nil
+		e = p.encodeUsage(h, ni)
+		if m.contents[h] == e.content {
+			m.gens[h] = ni.GetGeneration()
+			p.stats.usageUnchanged.Add(1)
+			return e, nil, true
+		}
+		return e, nil, false
 	}
-	return p.encode(h, ni), ni.Node()
+	return p.encode(h, ni), ni.Node(), false
 }
 
-func (b *syncBatch) add(h int32, gen int64, e []byte, obj *v1.Node) {
-	b.req = append(b.req, e...)
+func (b *syncBatch) add(h int32, gen int64, e *encodedNode, obj *v1.Node) {
+	b.req = append(b.req, e.entry...)
 	b.hs = append(b.hs, h)
 	b.gens = append(b.gens, gen)
 	b.objs = append(b.objs, obj)
+	b.contents = append(b.contents, e.content)
 	if obj == nil {
 		b.usage++
 	}
 }
 
 func (b *syncBatch) reset() {
-	b.req, b.hs, b.gens, b.objs, b.usage = b.req[:0], b.hs[:0], b.gens[:0], b.objs[:0], 0
+	b.req, b.hs, b.gens, b.objs, b.contents, b.usage = b.req[:0], b.hs[:0], b.gens[:0], b.objs[:0], b.contents[:0], 0
 }
 
 // syncNode makes sure m holds exactly ni (by generation) under handle h.
@@ -207,8 +270,11 @@ func (p *Policy) syncNode(m *member, h int32, ni fwk.NodeInfo) error {
 	if m.holds(h, ni) {
 		return nil
 	}
+	e, obj, unchanged := p.entry(m, h, ni)
+	if unchanged {
+		return nil
+	}
 	var b syncBatch
-	e, obj := p.entry(m, h, ni)
 	b.add(h, ni.GetGeneration(), e, obj)
 	return p.sendSync(m, &b)
 }
@@ -229,8 +295,9 @@ func (p *Policy) sendSync(m *member, b *syncBatch) error {
 			n := max(int(h)+1, 2*len(m.gens))
 			m.gens = append(m.gens, make([]int64, n-len(m.gens))...)
 			m.objs = append(m.objs, make([]*v1.Node, n-len(m.objs))...)
+			m.contents = append(m.contents, make([]uint64, n-len(m.contents))...)
 		}
-		m.gens[h] = b.gens[i]
+		m.gens[h], m.contents[h] = b.gens[i], b.contents[i]
 		if b.objs[i] != nil {
 			m.objs[h] = b.objs[i]
 		}
@@ -253,8 +320,11 @@ func (p *Policy) syncNodes(m *member, nodes []fwk.NodeInfo) ([]int32, error) {
 		if m.holds(h, ni) {
 			continue
 		}
-		e, obj := p.entry(m, h, ni)
-		if len(b.req) > 0 && len(b.req)+len(e) > maxSyncBatch {
+		e, obj, unchanged := p.entry(m, h, ni)
+		if unchanged {
+			continue
+		}
+		if len(b.req) > 0 && len(b.req)+len(e.entry) > maxSyncBatch {
 			if err := p.sendSync(m, &b); err != nil {
 				return nil, err
 			}
@@ -300,7 +370,7 @@ func (p *Policy) syncAll(m *member, nodes []fwk.NodeInfo) error {
 			return p.detailError(m, "sync", code)
 		}
 		for _, h := range removed.Removed {
-			m.gens[h], m.objs[h] = 0, nil
+			m.gens[h], m.objs[h], m.contents[h] = 0, nil, 0
 		}
 	}
 	return nil

@@ -591,10 +591,13 @@ type extra struct {
 	// instances alive and the sum of their linear memories, bytes.
 	Instances   int   `json:"instances,omitempty"`
 	GuestMemory int64 `json:"guestMemory,omitempty"`
-	// NodesSent, UsageSent and PodsSent are the host's sync counters.
-	NodesSent int64 `json:"nodesSent,omitempty"`
-	UsageSent int64 `json:"usageSent,omitempty"`
-	PodsSent  int64 `json:"podsSent,omitempty"`
+	// NodesSent, UsageSent and PodsSent are the host's sync counters;
+	// UsageUnchanged the usage updates it left unsent (the instance held
+	// that usage under an earlier generation).
+	NodesSent      int64 `json:"nodesSent,omitempty"`
+	UsageSent      int64 `json:"usageSent,omitempty"`
+	UsageUnchanged int64 `json:"usageUnchanged,omitempty"`
+	PodsSent       int64 `json:"podsSent,omitempty"`
 	// TenantUsageSent and ObjectsSent count the tenant usage entries and
 	// cluster objects synced to the instances.
 	TenantUsageSent int64 `json:"tenantUsageSent,omitempty"`
@@ -683,6 +686,7 @@ func BenchmarkPerfScheduling(b *testing.B) {
 					st := p.Stats()
 					x.NodesSent += st.NodesSent
 					x.UsageSent += st.UsageSent
+					x.UsageUnchanged += st.UsageUnchanged
 					x.PodsSent += st.PodsSent
 					x.TenantUsageSent += st.TenantUsageSent
 					x.ObjectsSent += st.ObjectsSent

@@ -40,7 +40,9 @@ type extra struct {
 	GuestMemory int64 `json:"guestMemory"`
 	NodesSent   int64 `json:"nodesSent"`
 	UsageSent   int64 `json:"usageSent"`
-	PodsSent    int64 `json:"podsSent"`
+	// UsageUnchanged: usage updates left unsent (2026-11-29 on).
+	UsageUnchanged int64 `json:"usageUnchanged"`
+	PodsSent       int64 `json:"podsSent"`
 	// TenantUsageSent and ObjectsSent are context synced (issue 22).
 	TenantUsageSent int64 `json:"tenantUsageSent"`
 	ObjectsSent     int64 `json:"objectsSent"`
@@ -669,8 +671,8 @@ func printMarkdown(w io.Writer, rows []*row) {
 		}
 		for _, p := range profileOrder[2:] {
 			if r := by[name][p]; r != nil && r.extra.Instances > 0 {
-				fmt.Fprintf(w, "\n%s: %d instances at the end, %.0f MiB of guest linear memory in all; %d nodes sent whole, %d usage updates, %d pods sent.\n",
-					p, r.extra.Instances, mib(r.extra.GuestMemory), r.extra.NodesSent, r.extra.UsageSent, r.extra.PodsSent)
+				fmt.Fprintf(w, "\n%s: %d instances at the end, %.0f MiB of guest linear memory in all; %d nodes sent whole, %d usage updates (%d more left unsent: unchanged), %d pods sent.\n",
+					p, r.extra.Instances, mib(r.extra.GuestMemory), r.extra.NodesSent, r.extra.UsageSent, r.extra.UsageUnchanged, r.extra.PodsSent)
 				if r.extra.TenantUsageSent > 0 || r.extra.ObjectsSent > 0 {
 					fmt.Fprintf(w, "Context synced: %d tenant usage entries, %d cluster objects.\n", r.extra.TenantUsageSent, r.extra.ObjectsSent)
 				}
