@@ -9,7 +9,9 @@ import (
 	"syscall"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/component-base/metrics/legacyregistry"
 )
 
@@ -41,8 +43,11 @@ type schedCounters struct {
 // gatherCounters reads the counters now.
 func gatherCounters() (schedCounters, error) {
 	c := schedCounters{Batch: map[string]float64{}, Flushed: map[string]float64{}, Incoming: map[string]float64{}, Attempts: map[string]float64{}, CPU: processCPU()}
+	// The registry is the API server's too: a collector of its failing
+	// makes Gather return an error beside every family it did gather, the
+	// scheduler's counters among them.
 	families, err := legacyregistry.DefaultGatherer.Gather()
-	if err != nil {
+	if err != nil && len(families) == 0 {
 		return c, err
 	}
 	for _, f := range families {
@@ -123,36 +128,14 @@ func watchCounters(tCtx tContext) *counterWatch {
 	if w.start != nil {
 		go w.failOnErrors(ctx, tCtx)
 	}
-	// The first measured pod, by namespace or by label, whichever the
-	// workload uses.
-	pods := tCtx.Client().CoreV1()
-	inNamespace, err := pods.Pods(measuredNamespace).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		tCtx.Logf("watch the measured pods: %v", err)
-		return w
-	}
-	labelled, err := pods.Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{LabelSelector: measuredLabel})
-	if err != nil {
-		inNamespace.Stop()
-		tCtx.Logf("watch the measured pods: %v", err)
-		return w
-	}
 	go func() {
-		defer inNamespace.Stop()
-		defer labelled.Stop()
-		select {
-		case _, ok := <-inNamespace.ResultChan():
-			if !ok {
-				return
-			}
-		case _, ok := <-labelled.ResultChan():
-			if !ok {
-				return
-			}
-		case <-ctx.Done():
+		if !awaitMeasured(ctx, tCtx) {
 			return
 		}
 		c, err := gatherCounters()
+		if err != nil {
+			tCtx.Logf("scheduler counters at the first measured pod: %v", err)
+		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if err == nil {
@@ -163,6 +146,79 @@ func watchCounters(tCtx tContext) *counterWatch {
 		}
 	}()
 	return w
+}
+
+// awaitMeasured waits for the workload's first measured pod, by namespace
+// or by label, whichever the workload uses; false when ctx ends first. A
+// watch that ends before (the API server closes watches of its own accord)
+// is opened again, after a list for a measured pod created in between.
+func awaitMeasured(ctx context.Context, tCtx tContext) bool {
+	pods := tCtx.Client().CoreV1().Pods
+	selectors := []struct {
+		namespace string
+		opts      metav1.ListOptions
+	}{
+		{measuredNamespace, metav1.ListOptions{}},
+		{metav1.NamespaceAll, metav1.ListOptions{LabelSelector: measuredLabel}},
+	}
+	for first := true; ; first = false {
+		var watches []watch.Interface
+		stop := func() {
+			for _, w := range watches {
+				w.Stop()
+			}
+		}
+		for _, sel := range selectors {
+			w, err := pods(sel.namespace).Watch(ctx, sel.opts)
+			if err != nil {
+				stop()
+				if ctx.Err() == nil {
+					tCtx.Logf("watch the measured pods: %v", err)
+				}
+				return false
+			}
+			watches = append(watches, w)
+		}
+		if !first {
+			for _, sel := range selectors {
+				opts := sel.opts
+				opts.Limit = 1
+				if l, err := pods(sel.namespace).List(ctx, opts); err == nil && len(l.Items) > 0 {
+					stop()
+					return true
+				}
+			}
+		}
+		found, why := firstPod(ctx, watches[0], watches[1])
+		stop()
+		if found || ctx.Err() != nil {
+			return found
+		}
+		tCtx.Logf("watch for the measured pods ended (%s); watching again", why)
+	}
+}
+
+// firstPod waits for a pod added or changed on either watch: true then,
+// false with the reason when a watch ends or reports an error first.
+func firstPod(ctx context.Context, a, b watch.Interface) (bool, string) {
+	for {
+		var e watch.Event
+		var ok bool
+		select {
+		case e, ok = <-a.ResultChan():
+		case e, ok = <-b.ResultChan():
+		case <-ctx.Done():
+			return false, ctx.Err().Error()
+		}
+		switch {
+		case !ok:
+			return false, "closed"
+		case e.Type == watch.Added || e.Type == watch.Modified:
+			return true, ""
+		case e.Type == watch.Error:
+			return false, fmt.Sprintf("error event: %v", apierrors.FromObject(e.Object))
+		}
+	}
 }
 
 // maxAttemptErrors is how many scheduling attempts may end in an error

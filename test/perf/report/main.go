@@ -117,6 +117,9 @@ type queueing struct {
 	// cpuPerPod is the process's CPU milliseconds per scheduled pod in
 	// that phase; 0 when not recorded.
 	cpuPerPod float64
+	// leftOut counts, in a mean over runs, the runs left out: they
+	// recorded no measured part while others did.
+	leftOut int
 }
 
 func (x extra) queueing() (queueing, bool) {
@@ -267,7 +270,7 @@ func printRatios(w io.Writer, rows []*row, markdown bool) {
 				}
 			}
 			mem, rss, cpu := "-", "-", "-"
-			if r.hasQueueing && native.hasQueueing && r.queueing.cpuPerPod > 0 && native.queueing.cpuPerPod > 0 {
+			if r.hasQueueing && native.hasQueueing && r.queueing.cpuPerPod > 0 && native.queueing.cpuPerPod > 0 && r.queueing.phase == native.queueing.phase {
 				cpu = fmt.Sprintf("%.2f", r.queueing.cpuPerPod/native.queueing.cpuPerPod)
 			}
 			if r.extra.Instances > 0 {
@@ -436,13 +439,20 @@ func (c *collector) rows() []*row {
 	return rows
 }
 
-// meanQueueing averages the queueing of the runs that recorded counters.
+// meanQueueing averages the queueing of the runs that recorded counters;
+// when some recorded their measured part, of those only: a whole run's
+// requeues and CPU per pod are not the measured part's.
 func meanQueueing(runs []*run) (queueing, bool) {
 	out := queueing{byEvent: map[string]float64{}, flushed: map[string]float64{}}
+	measured := anyMeasured(runs)
 	n := 0
 	for _, rn := range runs {
 		q, ok := rn.extra.queueing()
 		if !ok {
+			continue
+		}
+		if measured && q.phase != "measured" {
+			out.leftOut++
 			continue
 		}
 		n++
@@ -523,6 +533,10 @@ func printSummary(w io.Writer, rows []*row) {
 			flushed = " (cache flushed: " + mostFirst(q.flushed) + ")"
 		}
 		fmt.Fprintf(w, "%-26s %-12s batching: %.0f of %.0f attempts used a hint%s\n", r.workload, r.profile, q.hintUsed, q.batchAttempts, flushed)
+		if q.leftOut > 0 {
+			fmt.Fprintf(w, "%-26s %-12s %d of %d runs recorded no measured part (its first measured pod was not seen): left out of the requeues, CPU and batching below\n",
+				r.workload, r.profile, q.leftOut, len(r.runs))
+		}
 		fmt.Fprintf(w, "%-26s %-12s requeues: %.0f (%s part; %.0f unschedulable attempts)%s\n", r.workload, r.profile,
 			q.requeues, q.phase, q.unschedulable, parenthesised(q.events()))
 		if q.cpuPerPod > 0 {
@@ -559,7 +573,7 @@ func printSummary(w io.Writer, rows []*row) {
 			if native.attempt["Perc99"] > 0 {
 				more = append(more, fmt.Sprintf("attempt p99 %.2f", wasm.attempt["Perc99"]/native.attempt["Perc99"]))
 			}
-			if wasm.queueing.cpuPerPod > 0 && native.queueing.cpuPerPod > 0 {
+			if wasm.queueing.cpuPerPod > 0 && native.queueing.cpuPerPod > 0 && wasm.queueing.phase == native.queueing.phase {
 				more = append(more, fmt.Sprintf("CPU per pod %.2f", wasm.queueing.cpuPerPod/native.queueing.cpuPerPod))
 			}
 			if len(more) > 0 {
@@ -580,11 +594,23 @@ func printSummary(w io.Writer, rows []*row) {
 	}
 }
 
-// cpuPerRun lists each run's CPU ms per scheduled pod: "  runs: 9.80, 10.40".
+// anyMeasured reports whether one of runs recorded its measured part.
+func anyMeasured(runs []*run) bool {
+	for _, rn := range runs {
+		if q, ok := rn.extra.queueing(); ok && q.phase == "measured" {
+			return true
+		}
+	}
+	return false
+}
+
+// cpuPerRun lists each run's CPU ms per scheduled pod: "  runs: 9.80, 10.40"
+// (of the runs meanQueueing averages).
 func cpuPerRun(r *row) string {
 	var vs []string
+	measured := anyMeasured(r.runs)
 	for _, rn := range r.runs {
-		if q, ok := rn.extra.queueing(); ok && q.cpuPerPod > 0 {
+		if q, ok := rn.extra.queueing(); ok && q.cpuPerPod > 0 && (!measured || q.phase == "measured") {
 			vs = append(vs, fmt.Sprintf("%.2f", q.cpuPerPod))
 		}
 	}

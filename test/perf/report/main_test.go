@@ -32,15 +32,25 @@ func TestQueueing(t *testing.T) {
 	if got, want := q.events(), "AssignedPodDelete 20, ScheduleAttemptFailure 7, AssignedPodAdd 3"; got != want {
 		t.Errorf("events %q, want %q", got, want)
 	}
-	r := &row{workload: "Churn 500Nodes", profile: "native", runs: []*run{{extra: x}, {extra: extra{}}}}
+	// A run whose first measured pod was not seen has counters of the
+	// whole run only: left out of a mean over runs that have theirs.
+	wholeOnly := extra{Counters: map[string]counters{"run": {
+		Batch:    map[string]float64{"hint_used": 1000, "no_hint": 10},
+		Attempts: map[string]float64{"scheduled": 20000}, CPU: 300,
+	}}}
+	r := &row{workload: "Churn 500Nodes", profile: "native", runs: []*run{{extra: x}, {extra: extra{}}, {extra: wholeOnly}}}
 	r.queueing, r.hasQueueing = meanQueueing(r.runs)
 	var out bytes.Buffer
 	printSummary(&out, []*row{r})
 	for _, want := range []string{"batching: 30 of 40 attempts used a hint", "requeues: 30 (measured part; 507 unschedulable attempts): AssignedPodDelete 20",
-		"CPU: 12.50 ms per scheduled pod (measured part; scheduler and API server)"} {
+		"CPU: 12.50 ms per scheduled pod (measured part; scheduler and API server)\n",
+		"1 of 3 runs recorded no measured part"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
+	}
+	if strings.Contains(out.String(), "15.00") {
+		t.Errorf("summary counts the whole run's CPU per pod (15.00 ms):\n%s", out.String())
 	}
 }
 
