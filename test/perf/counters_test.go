@@ -195,6 +195,11 @@ func awaitMeasured(ctx context.Context, tCtx tContext) bool {
 			return found
 		}
 		tCtx.Logf("watch for the measured pods ended (%s); watching again", why)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(100 * time.Millisecond): // not a tight loop should it end at once again
+		}
 	}
 }
 
