@@ -444,18 +444,9 @@ func (c *collector) rows() []*row {
 // requeues and CPU per pod are not the measured part's.
 func meanQueueing(runs []*run) (queueing, bool) {
 	out := queueing{byEvent: map[string]float64{}, flushed: map[string]float64{}}
-	measured := anyMeasured(runs)
-	n := 0
-	for _, rn := range runs {
-		q, ok := rn.extra.queueing()
-		if !ok {
-			continue
-		}
-		if measured && q.phase != "measured" {
-			out.leftOut++
-			continue
-		}
-		n++
+	qs, leftOut := averaged(runs)
+	out.leftOut = leftOut
+	for _, q := range qs {
 		out.hintUsed += q.hintUsed
 		out.batchAttempts += q.batchAttempts
 		out.requeues += q.requeues
@@ -469,10 +460,10 @@ func meanQueueing(runs []*run) (queueing, bool) {
 			out.flushed[e] += v
 		}
 	}
-	if n == 0 {
+	if len(qs) == 0 {
 		return out, false
 	}
-	f := 1 / float64(n)
+	f := 1 / float64(len(qs))
 	out.hintUsed, out.batchAttempts, out.requeues, out.unschedulable = out.hintUsed*f, out.batchAttempts*f, out.requeues*f, out.unschedulable*f
 	out.cpuPerPod *= f
 	for e := range out.byEvent {
@@ -532,11 +523,11 @@ func printSummary(w io.Writer, rows []*row) {
 		if len(q.flushed) > 0 {
 			flushed = " (cache flushed: " + mostFirst(q.flushed) + ")"
 		}
-		fmt.Fprintf(w, "%-26s %-12s batching: %.0f of %.0f attempts used a hint%s\n", r.workload, r.profile, q.hintUsed, q.batchAttempts, flushed)
 		if q.leftOut > 0 {
-			fmt.Fprintf(w, "%-26s %-12s %d of %d runs recorded no measured part (its first measured pod was not seen): left out of the requeues, CPU and batching below\n",
+			fmt.Fprintf(w, "%-26s %-12s %d of %d runs recorded no measured part (its first measured pod was not seen): left out of the batching, requeues and CPU below\n",
 				r.workload, r.profile, q.leftOut, len(r.runs))
 		}
+		fmt.Fprintf(w, "%-26s %-12s batching: %.0f of %.0f attempts used a hint%s\n", r.workload, r.profile, q.hintUsed, q.batchAttempts, flushed)
 		fmt.Fprintf(w, "%-26s %-12s requeues: %.0f (%s part; %.0f unschedulable attempts)%s\n", r.workload, r.profile,
 			q.requeues, q.phase, q.unschedulable, parenthesised(q.events()))
 		if q.cpuPerPod > 0 {
@@ -594,23 +585,36 @@ func printSummary(w io.Writer, rows []*row) {
 	}
 }
 
-// anyMeasured reports whether one of runs recorded its measured part.
-func anyMeasured(runs []*run) bool {
+// averaged returns the queueing of the runs a mean over runs counts: those
+// that recorded counters and, when some recorded their measured part, of
+// those only; leftOut is how many recorded the whole run only.
+func averaged(runs []*run) (qs []queueing, leftOut int) {
+	measured := false
 	for _, rn := range runs {
-		if q, ok := rn.extra.queueing(); ok && q.phase == "measured" {
-			return true
+		if q, ok := rn.extra.queueing(); ok {
+			qs = append(qs, q)
+			measured = measured || q.phase == "measured"
 		}
 	}
-	return false
+	if !measured {
+		return qs, 0
+	}
+	kept := qs[:0]
+	for _, q := range qs {
+		if q.phase == "measured" {
+			kept = append(kept, q)
+		}
+	}
+	return kept, len(qs) - len(kept)
 }
 
 // cpuPerRun lists each run's CPU ms per scheduled pod: "  runs: 9.80, 10.40"
 // (of the runs meanQueueing averages).
 func cpuPerRun(r *row) string {
 	var vs []string
-	measured := anyMeasured(r.runs)
-	for _, rn := range r.runs {
-		if q, ok := rn.extra.queueing(); ok && q.cpuPerPod > 0 && (!measured || q.phase == "measured") {
+	qs, _ := averaged(r.runs)
+	for _, q := range qs {
+		if q.cpuPerPod > 0 {
 			vs = append(vs, fmt.Sprintf("%.2f", q.cpuPerPod))
 		}
 	}
