@@ -57,6 +57,8 @@ type instance struct {
 	// PlacementGenerate in progress (see group.go's markParent).
 	marks []uint32
 	mark  uint32
+	// groups keeps the group of the last placement call (group.go).
+	groups groupCache
 }
 
 var inst = &instance{}
@@ -241,34 +243,11 @@ func syncEncodings(b []byte, upserts, usage int) ([][]byte, error) {
 	}
 	var u, g int
 	for len(b) > 0 {
-		tag, n := uvarint(b)
-		if n <= 0 {
-			return nil, errorString("bad field tag")
+		tag, field, v, err := nextField(b)
+		if err != nil {
+			return nil, err
 		}
-		b = b[n:]
-		var v []byte
-		switch tag & 7 {
-		case 0:
-			if _, n = uvarint(b); n <= 0 {
-				return nil, errorString("bad varint")
-			}
-		case 1:
-			n = 8
-		case 5:
-			n = 4
-		case 2:
-			l, m := uvarint(b)
-			if m <= 0 || l > uint64(len(b)-m) {
-				return nil, errorString("bad length")
-			}
-			v, n = b[m:m+int(l)], m+int(l)
-		default:
-			return nil, errorString("bad wire type")
-		}
-		if n > len(b) {
-			return nil, errorString("truncated field")
-		}
-		b = b[n:]
+		b = b[len(field):]
 		switch {
 		case tag == 1<<3|2 && u < upserts:
 			out[u] = append(make([]byte, 0, len(v)), v...)
@@ -282,6 +261,39 @@ func syncEncodings(b []byte, upserts, usage int) ([][]byte, error) {
 		return nil, errorString("node records and their encodings differ in number")
 	}
 	return out, nil
+}
+
+// nextField splits the first field off an encoded message: its tag, the
+// field's bytes (tag included) and, for a length-delimited field, its
+// payload.
+func nextField(b []byte) (tag uint64, field, payload []byte, err error) {
+	tag, n := uvarint(b)
+	if n <= 0 {
+		return 0, nil, nil, errorString("bad field tag")
+	}
+	rest := b[n:]
+	switch tag & 7 {
+	case 0:
+		if _, n = uvarint(rest); n <= 0 {
+			return 0, nil, nil, errorString("bad varint")
+		}
+	case 1:
+		n = 8
+	case 5:
+		n = 4
+	case 2:
+		l, m := uvarint(rest)
+		if m <= 0 || l > uint64(len(rest)-m) {
+			return 0, nil, nil, errorString("bad length")
+		}
+		payload, n = rest[m:m+int(l)], m+int(l)
+	default:
+		return 0, nil, nil, errorString("bad wire type")
+	}
+	if n > len(rest) {
+		return 0, nil, nil, errorString("truncated field")
+	}
+	return tag, b[:len(b)-len(rest)+n], payload, nil
 }
 
 // uvarint decodes a protobuf varint: the value and the bytes read, 0 when b

@@ -1,6 +1,11 @@
 package guest
 
-import abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+import (
+	"bytes"
+	"slices"
+
+	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
+)
 
 // Pod groups (workload-aware scheduling, Kubernetes 1.36 and later): a pod
 // may belong to a PodGroup (Pod.PodGroupName), which the scheduler places
@@ -100,7 +105,10 @@ func (c *Cycle) GroupCycle() (placement string, ok bool) {
 }
 
 // Group is a pod group as a placement call sees it: the PodGroup and the
-// members the cycle places.
+// members the cycle places. Each call gets its own Group and Pods slice;
+// the PodGroup and Pod views in it are read-only and shared by the calls
+// of one pod-group cycle (the group is decoded once, not for every
+// placement scored).
 type Group struct {
 	// PodGroup is the group's object and member counts.
 	PodGroup *PodGroup
@@ -162,6 +170,71 @@ func (in *instance) decodeGroup(pg *abiv1.PodGroup, pods []*abiv1.Pod) *Group {
 	return g
 }
 
+// groupCache is the group of the last placement call, decoded, and the
+// bytes it was decoded from. The calls of one pod-group cycle (a
+// PlacementGenerate, then a PlacementScore for each feasible placement)
+// send the same group and pods, which are decoded once rather than in each
+// call: a gang's pods are most of a PlacementScore request.
+type groupCache struct {
+	enc   []byte // the pod_group and pods fields the views were decoded from
+	group *PodGroup
+	pods  []*Pod
+	byUID map[string]*Pod // pods by UID, made on first use
+	// next and rest are the fields of the request being read: its group
+	// and the others.
+	next, rest []byte
+}
+
+// splitGroup reads the first n bytes the host wrote, a request that
+// carries a group in fields 1 (pod_group) and 2 (pods), as every placement
+// request does. It returns the group, decoded only when those fields differ
+// from the last call's, and the request's other fields, for the caller to
+// decode into the request's own message. The Group is new; its PodGroup
+// and Pods are the views of every call with the same group.
+func (in *instance) splitGroup(n uint32) (*Group, []byte, error) {
+	if uint64(n) > uint64(len(in.in)) {
+		return nil, nil, errOverrun
+	}
+	c := &in.groups
+	c.next, c.rest = c.next[:0], c.rest[:0]
+	for b := in.in[:n]; len(b) > 0; {
+		tag, field, _, err := nextField(b)
+		if err != nil {
+			return nil, nil, err
+		}
+		b = b[len(field):]
+		if f := tag >> 3; f == 1 || f == 2 {
+			c.next = append(c.next, field...)
+		} else {
+			c.rest = append(c.rest, field...)
+		}
+	}
+	if c.enc == nil || !bytes.Equal(c.next, c.enc) {
+		// PlacementRequest's fields 1 and 2 are every group request's.
+		var m abiv1.PlacementRequest
+		if err := m.UnmarshalVT(c.next); err != nil {
+			c.enc = nil
+			return nil, nil, err
+		}
+		g := in.decodeGroup(m.GetPodGroup(), m.GetPods())
+		c.enc, c.next = c.next, c.enc
+		c.group, c.pods, c.byUID = g.PodGroup, g.Pods, nil
+	}
+	return &Group{PodGroup: c.group, Pods: slices.Clone(c.pods), in: in}, c.rest, nil
+}
+
+// podByUID returns the member of the cached group with the UID, or nil.
+func (in *instance) podByUID(uid string) *Pod {
+	c := &in.groups
+	if c.byUID == nil {
+		c.byUID = make(map[string]*Pod, len(c.pods))
+		for _, p := range c.pods {
+			c.byUID[p.UID()] = p
+		}
+	}
+	return c.byUID[uid]
+}
+
 // placementNodes resolves a placement's handles to resident nodes; ok is
 // false, with the failure recorded, when one was never synced.
 func (in *instance) placementNodes(m *abiv1.Placement) (Placement, uint32) {
@@ -179,7 +252,11 @@ func (in *instance) placementNodes(m *abiv1.Placement) (Placement, uint32) {
 // placementGenerate handles wasmsched_call with POINT_PLACEMENT_GENERATE.
 func (in *instance) placementGenerate(n uint32) uint32 {
 	var m abiv1.PlacementRequest
-	if err := in.decode(n, &m); err != nil {
+	g, rest, err := in.splitGroup(n)
+	if err == nil {
+		err = m.UnmarshalVT(rest)
+	}
+	if err != nil {
 		return in.fail(Error, "decode PlacementRequest: "+err.Error())
 	}
 	parent, code := in.placementNodes(m.GetParent())
@@ -190,7 +267,7 @@ func (in *instance) placementGenerate(n uint32) uint32 {
 	if p.PlacementGenerate == nil {
 		return in.fail(Error, "the policy does not implement PlacementGenerate")
 	}
-	pls, s := p.PlacementGenerate(in.decodeGroup(m.GetPodGroup(), m.GetPods()), parent)
+	pls, s := p.PlacementGenerate(g, parent)
 	in.setResult(s)
 	if s.Code != Success {
 		return uint32(s.Code)
@@ -239,21 +316,20 @@ func (in *instance) inParent(node *NodeInfo) bool {
 // placementScore handles wasmsched_call with POINT_PLACEMENT_SCORE.
 func (in *instance) placementScore(n uint32) uint32 {
 	var m abiv1.PlacementScoreRequest
-	if err := in.decode(n, &m); err != nil {
+	g, rest, err := in.splitGroup(n)
+	if err == nil {
+		err = m.UnmarshalVT(rest)
+	}
+	if err != nil {
 		return in.fail(Error, "decode PlacementScoreRequest: "+err.Error())
 	}
 	pl, code := in.placementNodes(m.GetPlacement())
 	if code != 0 {
 		return code
 	}
-	g := in.decodeGroup(m.GetPodGroup(), m.GetPods())
-	byUID := make(map[string]*Pod, len(g.Pods))
-	for _, p := range g.Pods {
-		byUID[p.UID()] = p
-	}
 	pa := &PlacementAssignment{Placement: pl, Assignments: make([]Assignment, len(m.GetAssignments()))}
 	for i, a := range m.GetAssignments() {
-		pod := byUID[a.GetPodUid()]
+		pod := in.podByUID(a.GetPodUid())
 		if pod == nil {
 			return in.fail(Error, "assignment of pod "+a.GetPodUid()+", which is not in the group")
 		}
@@ -317,7 +393,11 @@ type Nomination struct {
 // POINT_POD_GROUP_POST_FILTER.
 func (in *instance) podGroupPostFilter(n uint32) uint32 {
 	var m abiv1.PodGroupPostFilterRequest
-	if err := in.decode(n, &m); err != nil {
+	g, rest, err := in.splitGroup(n)
+	if err == nil {
+		err = m.UnmarshalVT(rest)
+	}
+	if err != nil {
 		return in.fail(Error, "decode PodGroupPostFilterRequest: "+err.Error())
 	}
 	f := &GroupFailure{Nodes: make([]*NodeInfo, len(m.GetNodeHandles())), Rejection: m.GetRejection()}
@@ -332,7 +412,6 @@ func (in *instance) podGroupPostFilter(n uint32) uint32 {
 	if p.PodGroupPostFilter == nil {
 		return in.fail(Error, "the policy does not implement PodGroupPostFilter")
 	}
-	g := in.decodeGroup(m.GetPodGroup(), m.GetPods())
 	noms, s := p.PodGroupPostFilter(g, f)
 	in.setResult(s)
 	if s.Code != Success {

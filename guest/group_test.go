@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -310,5 +311,110 @@ func TestPlacementNodesFromParent(t *testing.T) {
 	propose = func(parent Placement) *NodeInfo { return parent.Nodes[1] }
 	if code, r := generate(0, 1); code != Success || itoas(r.Placements[0].NodeHandles) != "1" {
 		t.Errorf("the parent's second node: %d %v %v", code, r.Placements, r.Reasons)
+	}
+}
+
+// TestPlacementGroupDecodedOnce: the calls of one group cycle share the
+// group's views (decoded once); a call with other pods or another group
+// sees them, not the last call's; each call gets its own Pods slice, so a
+// policy reordering it does not reorder the next call's; a damaged request
+// is an error naming its message, and the next whole one is answered.
+func TestPlacementGroupDecodedOnce(t *testing.T) {
+	var seen []*Group
+	policy := &Policy{
+		Name: "seen",
+		PlacementGenerate: func(g *Group, parent Placement) ([]Placement, Status) {
+			seen = append(seen, g)
+			return []Placement{{Name: "all", Nodes: parent.Nodes}}, OK()
+		},
+		PlacementScore: func(g *Group, pa *PlacementAssignment) (int64, Status) {
+			seen = append(seen, g)
+			slices.Reverse(g.Pods)
+			return int64(len(pa.Assignments)), OK()
+		},
+	}
+	inst = &instance{policy: policy}
+	defer func() { inst = &instance{} }()
+	if code := inst.init(sendMsg(t, &abiv1.InitRequest{HostAbiVersion: ABIVersion})); code != uint32(Success) {
+		t.Fatalf("init answered %d", code)
+	}
+	sync := &abiv1.NodeSync{Upserts: []*abiv1.NodeInfo{{Handle: 0, Generation: 1, Node: &abiv1.Node{Name: "a"}}}}
+	if code := inst.sync(sendMsg(t, sync)); code != uint32(Success) {
+		t.Fatalf("sync answered %d", code)
+	}
+	pg := &abiv1.PodGroup{Namespace: "ml", Name: "train", Policy: "gang", MinCount: 2}
+	pods := []*abiv1.Pod{{Name: "w0", Uid: "u0"}, {Name: "w1", Uid: "u1"}}
+	generate := func(pg *abiv1.PodGroup, pods []*abiv1.Pod) {
+		t.Helper()
+		if code, r := callPoint(t, abiv1.Point_POINT_PLACEMENT_GENERATE, &abiv1.PlacementRequest{PodGroup: pg, Pods: pods,
+			Parent: &abiv1.Placement{NodeHandles: []int32{0}}}); code != Success {
+			t.Fatalf("PlacementGenerate answered %d %v", code, r.Reasons)
+		}
+	}
+	score := func(pg *abiv1.PodGroup, pods []*abiv1.Pod, uids ...string) {
+		t.Helper()
+		m := &abiv1.PlacementScoreRequest{PodGroup: pg, Pods: pods, Placement: &abiv1.Placement{Name: "all", NodeHandles: []int32{0}}}
+		for _, uid := range uids {
+			m.Assignments = append(m.Assignments, &abiv1.Assignment{PodUid: uid, NodeHandle: 0})
+		}
+		if code, r := callPoint(t, abiv1.Point_POINT_PLACEMENT_SCORE, m); code != Success || r.PlacementScore != int64(len(uids)) {
+			t.Fatalf("PlacementScore answered %d %v, score %d", code, r.Reasons, r.PlacementScore)
+		}
+	}
+	names := func(g *Group) string {
+		var out []string
+		for _, p := range g.Pods {
+			out = append(out, p.Name())
+		}
+		return g.PodGroup.Key() + ":" + strings.Join(out, ",")
+	}
+
+	generate(pg, pods)
+	score(pg, pods, "u0", "u1")
+	score(pg, pods, "u1", "u0")
+	if len(seen) != 3 {
+		t.Fatalf("%d calls seen, want 3", len(seen))
+	}
+	w0 := func(g *Group) *Pod {
+		return g.Pods[slices.IndexFunc(g.Pods, func(p *Pod) bool { return p.Name() == "w0" })]
+	}
+	for i, g := range seen[1:] {
+		if g.PodGroup != seen[0].PodGroup || w0(g) != w0(seen[0]) {
+			t.Errorf("call %d decoded the group again", i+2)
+		}
+	}
+	// The first PlacementScore reversed its slice; the second got the
+	// scheduler's order.
+	if got := names(seen[2]); got != "ml/train:w1,w0" { // reversed by the second call itself
+		t.Errorf("second score call's group %q, want ml/train:w1,w0 after its own reversal", got)
+	}
+	if got := names(seen[0]); got != "ml/train:w0,w1" {
+		t.Errorf("PlacementGenerate's group %q after the score calls, want ml/train:w0,w1", got)
+	}
+
+	// Another member: seen, and its UID assignable.
+	more := append(slices.Clone(pods), &abiv1.Pod{Name: "w2", Uid: "u2"})
+	score(pg, more, "u2")
+	if got := names(seen[3]); got != "ml/train:w2,w1,w0" {
+		t.Errorf("group with a third pod seen as %q (reversed by the call), want ml/train:w2,w1,w0", got)
+	}
+	// Another group with the same pods.
+	other := &abiv1.PodGroup{Namespace: "ml", Name: "eval", Policy: "gang", MinCount: 2}
+	generate(other, pods)
+	if got := names(seen[4]); got != "ml/eval:w0,w1" {
+		t.Errorf("other group seen as %q, want ml/eval:w0,w1", got)
+	}
+
+	// A request cut short: an error naming the message; the cache does
+	// not answer for it, and the next whole request is served.
+	req := marshal(t, &abiv1.PlacementScoreRequest{PodGroup: pg, Pods: pods, Placement: &abiv1.Placement{Name: "all", NodeHandles: []int32{0}}})
+	copy(inst.buffer(uint32(len(req)-3)), req)
+	if code := inst.call(uint32(abiv1.Point_POINT_PLACEMENT_SCORE), uint32(len(req)-3)); code != uint32(Error) ||
+		!strings.HasPrefix(inst.result.Reasons[0], "decode PlacementScoreRequest: ") {
+		t.Errorf("cut request answered %d %v, want Error naming PlacementScoreRequest", code, inst.result.Reasons)
+	}
+	score(pg, pods, "u0")
+	if got := names(seen[len(seen)-1]); got != "ml/train:w1,w0" {
+		t.Errorf("after the cut request the group is %q, want ml/train:w1,w0 (reversed by the call)", got)
 	}
 }

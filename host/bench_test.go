@@ -585,7 +585,8 @@ func realisticGPUPod() *v1.Pod {
 // nodes synced first, then the call), then on the instance holding them.
 // It reports the guest time of the first and of a later call in the
 // export that runs PlacementGenerate (the call has WasmPolicy's 200 ms
-// deadline; the sync before it has the longer start-up one), per toolchain.
+// deadline; the sync before it has the longer start-up one), per toolchain,
+// and the guest time of a PlacementScore call, each placement scored once.
 func BenchmarkPlacementGenerate(b *testing.B) {
 	nodes := gangNodes(5000)
 	pods := make([]*v1.Pod, 8)
@@ -607,15 +608,17 @@ func BenchmarkPlacementGenerate(b *testing.B) {
 		b.Run(tc.Name, func(b *testing.B) {
 			wasm := tc.Bytes(b, "examples/topology")
 			b.ResetTimer()
-			var first, later, laterCPU float64
+			var first, later, laterCPU, score float64
 			for i := 0; i < b.N; i++ {
 				p, err := policy.Load(ctx, policy.Options{Name: "topology", Wasm: wasm, MaxInstances: 1})
 				if err != nil {
 					b.Fatal(err)
 				}
+				var pls []policy.Placement
 				for j := range 3 {
 					before, cpu0 := callMs(p), cpuTime()
-					pls, st, err := p.GeneratePlacements(ctx, g, parent)
+					var st policy.Status
+					pls, st, err = p.GeneratePlacements(ctx, g, parent)
 					if err != nil || !st.IsSuccess() || len(pls) != 32 {
 						b.Fatalf("GeneratePlacements: %d placements, %+v, %v; want 32", len(pls), st, err)
 					}
@@ -627,6 +630,19 @@ func BenchmarkPlacementGenerate(b *testing.B) {
 						laterCPU += float64((cpuTime() - cpu0).Microseconds()) / 1000
 					}
 				}
+				// The scheduler's next step: every placement scored, the
+				// group's pods assigned to its first nodes.
+				before := callMs(p)
+				for _, pl := range pls {
+					as := make([]policy.Assignment, len(pods))
+					for k, pod := range pods {
+						as[k] = policy.Assignment{PodUID: string(pod.UID), Node: pl.Nodes[k%len(pl.Nodes)]}
+					}
+					if _, st, err := p.ScorePlacement(ctx, g, pl, as); err != nil || !st.IsSuccess() {
+						b.Fatalf("ScorePlacement %s: %+v, %v", pl.Name, st, err)
+					}
+				}
+				score += (callMs(p) - before) / float64(len(pls))
 				_ = p.Close(ctx)
 			}
 			b.ReportMetric(first/float64(b.N), "first-call-ms")
@@ -635,6 +651,7 @@ func BenchmarkPlacementGenerate(b *testing.B) {
 			// a busy machine the wall time above grows with the wait for
 			// a core, this does not.
 			b.ReportMetric(laterCPU/float64(b.N), "later-cpu-ms")
+			b.ReportMetric(score/float64(b.N), "score-call-ms")
 		})
 	}
 }
