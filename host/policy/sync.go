@@ -129,7 +129,7 @@ func (c *nodeCache) cached(h int32, gen int64, tag byte, msg func() sizedMessage
 	size := m.SizeVT()
 	entry := make([]byte, 0, size+6)
 	entry = append(entry, tag)
-	entry = appendVarint(entry, uint64(size))
+	entry = protowire.AppendVarint(entry, uint64(size))
 	entry = entry[:len(entry)+size]
 	if _, err := m.MarshalToSizedBufferVT(entry[len(entry)-size:]); err != nil {
 		panic(err)
@@ -193,14 +193,6 @@ func (p *Policy) encodeUsage(h int32, ni fwk.NodeInfo) *encodedNode {
 	return p.usages.cached(h, ni.GetGeneration(), tagUsage, func() sizedMessage {
 		return convert.NodeUsage(h, ni)
 	})
-}
-
-func appendVarint(b []byte, v uint64) []byte {
-	for v >= 0x80 {
-		b = append(b, byte(v)|0x80)
-		v >>= 7
-	}
-	return append(b, byte(v))
 }
 
 // maxSyncBatch bounds one NodeSync request.
