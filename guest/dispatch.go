@@ -83,12 +83,22 @@ func (e errorString) Error() string { return string(e) }
 // unmarshaler is implemented by every generated ABI message.
 type unmarshaler interface{ UnmarshalVT([]byte) error }
 
+// request returns the first n bytes the host wrote, or errOverrun when n
+// exceeds the buffer it was given.
+func (in *instance) request(n uint32) ([]byte, error) {
+	if uint64(n) > uint64(len(in.in)) {
+		return nil, errOverrun
+	}
+	return in.in[:n], nil
+}
+
 // decode decodes the first n bytes the host wrote into m.
 func (in *instance) decode(n uint32, m unmarshaler) error {
-	if uint64(n) > uint64(len(in.in)) {
-		return errOverrun
+	req, err := in.request(n)
+	if err != nil {
+		return err
 	}
-	return m.UnmarshalVT(in.in[:n])
+	return m.UnmarshalVT(req)
 }
 
 // fail records an error result and returns its code.

@@ -192,12 +192,13 @@ type groupCache struct {
 // decode into the request's own message. The Group is new; its PodGroup
 // and Pods are the views of every call with the same group.
 func (in *instance) splitGroup(n uint32) (*Group, []byte, error) {
-	if uint64(n) > uint64(len(in.in)) {
-		return nil, nil, errOverrun
+	req, err := in.request(n)
+	if err != nil {
+		return nil, nil, err
 	}
 	c := &in.groups
 	c.next, c.rest = c.next[:0], c.rest[:0]
-	for b := in.in[:n]; len(b) > 0; {
+	for b := req; len(b) > 0; {
 		tag, field, _, err := nextField(b)
 		if err != nil {
 			return nil, nil, err
