@@ -2,6 +2,7 @@ package guest
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -479,5 +480,74 @@ func TestUsageUpdate(t *testing.T) {
 	code := sync(&abiv1.NodeSync{Usage: []*abiv1.NodeUsage{{Handle: 7, Generation: 1}}})
 	if code != uint32(Error) || len(inst.result.Reasons) != 1 || inst.result.Reasons[0] != "usage update for node handle 7, which was never synced" {
 		t.Errorf("usage update for an unknown node: code %d, reasons %q", code, inst.result.Reasons)
+	}
+}
+
+// TestSameObject syncs a node, applies usage updates to it, sends it whole
+// again and adds another, with and without the messages kept: the views of
+// one node object answer true across usage updates and false once the
+// node was resent, for another node and for nil.
+func TestSameObject(t *testing.T) {
+	defer func() { inst = &instance{} }()
+	kv := func(k, v string) *abiv1.KeyValue { return &abiv1.KeyValue{Key: k, Value: v} }
+	node := func(h int32, gen int64, clique string) *abiv1.NodeInfo {
+		return &abiv1.NodeInfo{Handle: h, Generation: gen, Node: &abiv1.Node{Name: fmt.Sprintf("n%d", h),
+			Labels: []*abiv1.KeyValue{kv("nvidia.com/gpu.clique", clique)}}, Requested: &abiv1.Resources{}}
+	}
+	usage := func(gen int64, pods int64) *abiv1.NodeSync {
+		return &abiv1.NodeSync{Usage: []*abiv1.NodeUsage{{Handle: 1, Generation: gen, PodCount: int32(pods),
+			Requested: &abiv1.Resources{Pods: pods}}}}
+	}
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keepMessages=%v", keep), func(t *testing.T) {
+			inst = &instance{policy: &Policy{Name: "t", WantsAllNodes: keep}}
+			if code := inst.init(sendMsg(t, &abiv1.InitRequest{HostAbiVersion: ABIVersion})); code != uint32(Success) {
+				t.Fatalf("init answered %d", code)
+			}
+			if inst.keepMessages != keep {
+				t.Fatalf("keepMessages %v, want %v", inst.keepMessages, keep)
+			}
+			sync := func(m *abiv1.NodeSync) {
+				t.Helper()
+				if code := inst.sync(sendMsg(t, m)); code != uint32(Success) {
+					t.Fatalf("sync answered %d: %v", code, inst.result.Reasons)
+				}
+			}
+			sync(&abiv1.NodeSync{Upserts: []*abiv1.NodeInfo{node(1, 1, "a"), node(2, 1, "a")}})
+			first, other := inst.node(1), inst.node(2)
+			sync(usage(2, 1))
+			sync(usage(3, 2))
+			used := inst.node(1)
+			if used == first || used.PodCount() != 2 {
+				t.Fatalf("the usage update made no new view (pod count %d)", used.PodCount())
+			}
+			sync(&abiv1.NodeSync{Upserts: []*abiv1.NodeInfo{node(1, 4, "b")}})
+			resent := inst.node(1)
+			for _, c := range []struct {
+				name string
+				a, b *NodeInfo
+				want bool
+			}{
+				{"a view and itself", first, first, true},
+				{"before and after usage updates", first, used, true},
+				{"after and before usage updates", used, first, true},
+				{"before and after the node was resent", first, resent, false},
+				{"after usage updates and after the node was resent", used, resent, false},
+				{"two nodes", first, other, false},
+				{"a view and nil", first, nil, false},
+				{"nil and a view", nil, first, false},
+			} {
+				if got := c.a.SameObject(c.b); got != c.want {
+					t.Errorf("SameObject of %s: %v, want %v", c.name, got, c.want)
+				}
+			}
+			if v, _ := resent.Label("nvidia.com/gpu.clique"); v != "b" {
+				t.Errorf("the resent node's clique is %q, want b", v)
+			}
+		})
+	}
+	m := node(3, 1, "c")
+	if a, b := NewNodeInfo(m), NewNodeInfo(m); !a.SameObject(b) || a.SameObject(NewNodeInfo(node(3, 1, "c"))) {
+		t.Errorf("views of one message: SameObject %v; of equal messages: %v; want true, false", a.SameObject(b), a.SameObject(NewNodeInfo(node(3, 1, "c"))))
 	}
 }

@@ -269,6 +269,29 @@ func (n *NodeInfo) Generation() int64 {
 	return n.index.generation
 }
 
+// SameObject reports whether m is a view of the same node object as n:
+// the same node, as the host last sent it whole, so that m's labels,
+// annotations, taints, conditions and allocatable amounts are n's. Views
+// that differ only in usage (the requests and pods on the node, a pod bound
+// or removed) are of the same object; a node the API server updated, or
+// one removed and added again, is not. It can answer false for equal
+// objects (the host resends the whole node for a policy that wants pods,
+// at each change of them), never true for different ones, so a policy may
+// keep what it derived from a node's labels for as long as it answers true.
+func (n *NodeInfo) SameObject(m *NodeInfo) bool {
+	switch {
+	case n == nil || m == nil || n.handle != m.handle:
+		return false
+	case n == m:
+		return true
+	case len(n.raw) > 0:
+		return len(m.raw) == len(n.raw) && &m.raw[0] == &n.raw[0]
+	}
+	// Views of messages (NewNodeInfo): the same node message.
+	node := n.msg.GetNode()
+	return n.raw == nil && m.raw == nil && node != nil && m.msg.GetNode() == node
+}
+
 // Label returns the value of a node label and whether it is set.
 func (n *NodeInfo) Label(key string) (string, bool) { return n.label(key) }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -53,7 +54,15 @@ func DefaultSettings() Settings {
 }
 
 // Policy is the policy built from valid settings.
-type Policy struct{ s Settings }
+type Policy struct {
+	s Settings
+	// last is the last Generate's parent nodes grouped into domains, kept
+	// for the next call while its nodes have the same labels and
+	// allocatable amounts, which make the grouping: the scheduler sends
+	// the same nodes with every gang, and they change far less often than
+	// the pods on them. Only the room is counted in each call.
+	last *grouping
+}
 
 // New checks the settings and builds the policy.
 func New(s Settings) (*Policy, error) {
@@ -106,31 +115,121 @@ type domain struct {
 	capacity int64 // its allocatable resource
 }
 
-// domains groups parent's nodes by the key's value, in order of first
-// appearance; nodes without the label belong to none.
-func (p *Policy) domains(key string, perPod int64, parent guest.Placement) []*domain {
-	var out []*domain
-	idx := map[string]*domain{}
-	for _, n := range parent.Nodes {
+// grouping is a list of nodes grouped by a key's values: each domain's
+// value, capacity and the positions of its nodes in the list, in order of
+// first appearance, and the same domains the tightest first (the least
+// capacity, then by value). Nodes without the label belong to none.
+type grouping struct {
+	key     string
+	nodes   []*guest.NodeInfo
+	domains []domainAt
+	tight   []int // indexes into domains
+}
+
+// domainAt is a domain of a grouping, its nodes by position.
+type domainAt struct {
+	value    string
+	at       []int32
+	capacity int64
+}
+
+// group groups nodes by the key's values.
+func (p *Policy) group(key string, nodes []*guest.NodeInfo) *grouping {
+	gr := &grouping{key: key, nodes: nodes}
+	idx := map[string]int{}
+	for i, n := range nodes {
 		v, ok := n.Label(key)
 		if !ok || v == "" {
 			continue
 		}
-		d := idx[v]
-		if d == nil {
-			d = &domain{value: v}
+		d, seen := idx[v]
+		if !seen {
+			d = len(gr.domains)
 			idx[v] = d
-			out = append(out, d)
+			gr.domains = append(gr.domains, domainAt{value: v})
 		}
-		d.nodes = append(d.nodes, n)
-		d.capacity += n.Allocatable(p.s.Resource)
-		if perPod > 0 {
-			d.room += int(n.Free(p.s.Resource) / perPod)
-		} else {
-			d.room += int(n.Allocatable("pods") - n.Requested("pods"))
+		gr.domains[d].at = append(gr.domains[d].at, int32(i))
+		gr.domains[d].capacity += n.Allocatable(p.s.Resource)
+	}
+	gr.tight = make([]int, len(gr.domains))
+	for i := range gr.tight {
+		gr.tight[i] = i
+	}
+	slices.SortFunc(gr.tight, func(a, b int) int {
+		da, db := &gr.domains[a], &gr.domains[b]
+		if da.capacity != db.capacity {
+			return cmp.Compare(da.capacity, db.capacity)
+		}
+		return strings.Compare(da.value, db.value)
+	})
+	return gr
+}
+
+// grouped is the grouping of nodes by key: the last call's, with this
+// call's views of the nodes in it, when each node has the key's value and
+// the allocatable resource of the node at its place then; else a new one.
+// A node that is the same node object as then (usage updates only) is not
+// read: in a cluster whose nodes rarely change that is all of them.
+func (p *Policy) grouped(key string, nodes []*guest.NodeInfo) *grouping {
+	if gr := p.last; gr != nil && gr.key == key && len(gr.nodes) == len(nodes) {
+		same := true
+		for i, n := range nodes {
+			if old := gr.nodes[i]; !n.SameObject(old) && !p.groupedAlike(key, n, old) {
+				same = false
+				break
+			}
+		}
+		if same {
+			gr.nodes = nodes
+			return gr
 		}
 	}
+	p.last = p.group(key, nodes)
+	return p.last
+}
+
+// groupedAlike reports whether two nodes have the same value of the key
+// and the same allocatable resource: whether one can take the other's
+// place in a grouping (a node whose status or annotations changed can).
+func (p *Policy) groupedAlike(key string, n, m *guest.NodeInfo) bool {
+	v, _ := n.Label(key)
+	w, _ := m.Label(key)
+	return v == w && n.Allocatable(p.s.Resource) == m.Allocatable(p.s.Resource)
+}
+
+// room is how many pods of perPod fit on a domain's nodes, node by node
+// (by pod count when the group requests none of the resource).
+func (p *Policy) room(gr *grouping, d *domainAt, perPod int64) int {
+	room := 0
+	for _, i := range d.at {
+		n := gr.nodes[i]
+		if perPod > 0 {
+			room += int(n.Free(p.s.Resource) / perPod)
+		} else {
+			room += int(n.Allocatable("pods") - n.Requested("pods"))
+		}
+	}
+	return room
+}
+
+// domains are a grouping's domains with their nodes and room, in order of
+// first appearance.
+func (p *Policy) domains(gr *grouping, perPod int64) []*domain {
+	out := make([]*domain, len(gr.domains))
+	for i := range gr.domains {
+		d := &gr.domains[i]
+		out[i] = &domain{value: d.value, nodes: gr.at(d), room: p.room(gr, d, perPod), capacity: d.capacity}
+	}
 	return out
+}
+
+// at is a domain's nodes.
+func (gr *grouping) at(d *domainAt) []*guest.NodeInfo {
+	nodes := make([]*guest.NodeInfo, len(d.at))
+	for i, at := range d.at {
+		nodes[i] = gr.nodes[at]
+	}
+	return nodes
 }
 
 // Generate proposes one placement per domain that holds the group, the
@@ -143,22 +242,21 @@ func (p *Policy) Generate(g *guest.Group, parent guest.Placement) ([]guest.Place
 	if want == 0 {
 		return nil, guest.Reject("%s: group %s has no pod to place", Name, groupKey(g))
 	}
-	ds := p.domains(key, per, parent)
-	if len(ds) == 0 {
+	gr := p.grouped(key, parent.Nodes)
+	if len(gr.domains) == 0 {
 		return nil, guest.RejectUnresolvable("%s: no node of %d has the label %s", Name, len(parent.Nodes), key)
 	}
-	if pl, ok := membersDomain(g, key, ds); ok {
+	if pl, ok := membersDomain(g, gr); ok {
 		return []guest.Placement{pl}, guest.OK()
 	}
-	fit := fitting(ds, want)
-	fit = fit[:min(len(fit), p.s.MaxPlacements)]
-	out := make([]guest.Placement, 0, len(fit))
-	for _, d := range fit {
-		out = append(out, guest.Placement{Name: key + "=" + d.value, Nodes: d.nodes})
-	}
-	if len(out) > 0 {
+	if fit := p.fitting(gr, per, want, p.s.MaxPlacements); len(fit) > 0 {
+		out := make([]guest.Placement, len(fit))
+		for i, d := range fit {
+			out[i] = guest.Placement{Name: key + "=" + d.value, Nodes: gr.at(d)}
+		}
 		return out, guest.OK()
 	}
+	ds := p.domains(gr, per)
 	largest := slices.MaxFunc(ds, func(a, b *domain) int { return a.room - b.room })
 	if p.s.AllowSplit {
 		if pl, ok := split(key, ds, want); ok {
@@ -169,39 +267,39 @@ func (p *Policy) Generate(g *guest.Group, parent guest.Placement) ([]guest.Place
 		Name, groupKey(g), want, p.sized(per), key, largest.value, largest.room, len(ds))
 }
 
-// fitting are the domains of ds with room for want pods, the tightest
-// first: the least capacity, then by value.
-func fitting(ds []*domain, want int) []*domain {
-	var fit []*domain
-	for _, d := range ds {
-		if d.room >= want {
+// fitting are the domains of gr with room for want pods of perPod, the
+// tightest first (the least capacity, then by value), at most limit of
+// them: the room of the domains past the limit-th that fits is not
+// counted, so that at thousands of nodes most are not read.
+func (p *Policy) fitting(gr *grouping, perPod int64, want, limit int) []*domainAt {
+	var fit []*domainAt
+	for _, i := range gr.tight {
+		if len(fit) == limit {
+			break
+		}
+		if d := &gr.domains[i]; p.room(gr, d, perPod) >= want {
 			fit = append(fit, d)
 		}
 	}
-	slices.SortStableFunc(fit, func(a, b *domain) int {
-		if a.capacity != b.capacity {
-			return int(a.capacity - b.capacity)
-		}
-		return strings.Compare(a.value, b.value)
-	})
 	return fit
 }
 
 // membersDomain is the placement of the domains the group's scheduled and
 // assumed members run in, when there are any: the rest of the group joins
 // them (whether it fits there is the scheduler's call).
-func membersDomain(g *guest.Group, key string, ds []*domain) (guest.Placement, bool) {
+func membersDomain(g *guest.Group, gr *grouping) (guest.Placement, bool) {
 	if g.PodGroup == nil || len(g.PodGroup.MemberNodes()) == 0 {
 		return guest.Placement{}, false
 	}
 	members := g.PodGroup.MemberNodes()
 	pl := guest.Placement{}
 	var values []string
-	for _, d := range ds {
-		for _, n := range d.nodes {
-			if _, ok := slices.BinarySearch(members, n.Name()); ok {
+	for i := range gr.domains {
+		d := &gr.domains[i]
+		for _, at := range d.at {
+			if _, ok := slices.BinarySearch(members, gr.nodes[at].Name()); ok {
 				values = append(values, d.value)
-				pl.Nodes = append(pl.Nodes, d.nodes...)
+				pl.Nodes = append(pl.Nodes, gr.at(d)...)
 				break
 			}
 		}
@@ -210,7 +308,7 @@ func membersDomain(g *guest.Group, key string, ds []*domain) (guest.Placement, b
 		return guest.Placement{}, false
 	}
 	slices.Sort(values)
-	pl.Name = key + "=" + strings.Join(values, ",")
+	pl.Name = gr.key + "=" + strings.Join(values, ",")
 	return pl, true
 }
 
@@ -299,7 +397,8 @@ func (p *Policy) Explain(g *guest.Group, f *guest.GroupFailure) ([]guest.Nominat
 	if want == 0 {
 		return nil, guest.Status{Code: guest.Unschedulable}
 	}
-	all := fitting(p.domains(key, per, guest.Placement{Nodes: f.Nodes}), want)
+	gr := p.group(key, f.Nodes)
+	all := p.fitting(gr, per, want, len(gr.domains))
 	if len(all) == 0 {
 		return nil, guest.Status{Code: guest.Unschedulable}
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 	"github.com/wasmsched/wasmsched/guest"
 	"github.com/wasmsched/wasmsched/guest/guesttest"
 )
@@ -220,4 +221,52 @@ func TestExplain(t *testing.T) {
 	p, _ = New(bounded)
 	_, s = p.Explain(gang(4, 4), guesttest.Failure(nodes))
 	guesttest.CheckStatus(t, s, guest.Reject("topology: gang ml/train fit in none of the 1 nvidia.com/gpu.clique domains with room for 4 pods × 4 nvidia.com/gpu (b): members were turned away on their nodes; 1 more with room not tried (maxPlacements 1)"))
+}
+
+// Generate keeps its grouping of the nodes into domains while the parent's
+// nodes keep their cliques and GPUs, and counts the room in each call: a
+// pod bound in a domain is seen in the next call, a node updated with its
+// clique and GPUs unchanged keeps the grouping, a node given more GPUs or
+// relabelled into another domain regroups them.
+func TestGenerateKeepsDomains(t *testing.T) {
+	node := func(name, clique string, gpus int64) *abiv1.Node {
+		return &abiv1.Node{Name: name, Labels: []*abiv1.KeyValue{{Key: LabelClique, Value: clique}},
+			Allocatable: &abiv1.Resources{Pods: 110, Scalars: []*abiv1.Scalar{{Name: ResourceGPU, Value: gpus}}}}
+	}
+	// view is a node with used GPUs taken: views of one node object with
+	// different usage, as the SDK makes them from usage updates.
+	view := func(n *abiv1.Node, used int64) *guest.NodeInfo {
+		return guest.NewNodeInfo(&abiv1.NodeInfo{Node: n, Requested: &abiv1.Resources{Scalars: []*abiv1.Scalar{{Name: ResourceGPU, Value: used}}}})
+	}
+	a1, a2, b1 := node("a1", "a", 8), node("a2", "a", 8), node("b1", "b", 8)
+	p := guesttest.Load(t, "", DefaultSettings(), New)
+	generate := func(want string, nodes ...*guest.NodeInfo) {
+		t.Helper()
+		pls, s := p.Generate(gang(2, 2), guest.Placement{Nodes: nodes})
+		guesttest.CheckStatus(t, s, guest.OK())
+		if got := names(pls); got != want {
+			t.Errorf("placements %s, want %s", got, want)
+		}
+	}
+	generate("nvidia.com/gpu.clique=b[b1] nvidia.com/gpu.clique=a[a1,a2]", view(a1, 0), view(a2, 0), view(b1, 0))
+	kept := p.last
+	// b1's GPUs taken: b has no room left, a does.
+	generate("nvidia.com/gpu.clique=a[a1,a2]", view(a1, 0), view(a2, 4), view(b1, 8))
+	// b1 updated (its status, say), in the same clique with the same GPUs.
+	b1 = node("b1", "b", 8)
+	generate("nvidia.com/gpu.clique=a[a1,a2]", view(a1, 0), view(a2, 4), view(b1, 8))
+	if p.last != kept {
+		t.Error("the grouping was made again for nodes with the same cliques and GPUs")
+	}
+	// b1 with 16 GPUs: b ties a on capacity, a first by name.
+	b1 = node("b1", "b", 16)
+	generate("nvidia.com/gpu.clique=a[a1,a2] nvidia.com/gpu.clique=b[b1]", view(a1, 0), view(a2, 4), view(b1, 0))
+	if p.last == kept {
+		t.Error("the grouping was kept for a node with more GPUs")
+	}
+	// b1 moved into clique a: one domain of three nodes.
+	b1 = node("b1", "a", 8)
+	generate("nvidia.com/gpu.clique=a[a1,a2,b1]", view(a1, 0), view(a2, 4), view(b1, 8))
+	// Another parent (fewer nodes): grouped anew.
+	generate("nvidia.com/gpu.clique=a[a1,b1]", view(a1, 0), view(b1, 0))
 }

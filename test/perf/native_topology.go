@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -44,6 +45,12 @@ type TopologyNative struct {
 	// members run on, sorted; nil for none. It reads the scheduler's
 	// snapshot, as WasmPolicy does for PodGroup.member_nodes.
 	memberNodes func(namespace, name string) []string
+
+	// mu guards last, the last GeneratePlacements' parent nodes grouped
+	// into domains, kept while the nodes keep their labels and
+	// allocatable amounts, as the example keeps it.
+	mu   sync.Mutex
+	last *nativeGrouping
 }
 
 // topologySettings are examples/topology's settings.
@@ -162,30 +169,104 @@ type nativeDomain struct {
 	capacity int64
 }
 
-// domains groups parent's nodes by the key's value, in order of first
-// appearance; nodes without the label belong to none.
-func (pl *TopologyNative) domains(key string, perPod int64, parent *fwk.Placement) []*nativeDomain {
-	var out []*nativeDomain
-	idx := map[string]*nativeDomain{}
-	for _, n := range parent.Nodes {
+// nativeGrouping is a list of nodes grouped by a key's values, as the
+// example's grouping: each domain's value, capacity and its nodes'
+// positions, in order of first appearance, and the domains the tightest
+// first.
+type nativeGrouping struct {
+	key     string
+	nodes   []fwk.NodeInfo
+	domains []nativeDomainAt
+	tight   []int
+}
+
+type nativeDomainAt struct {
+	value    string
+	at       []int32
+	capacity int64
+}
+
+// group groups nodes by the key's values; nodes without the label belong
+// to none.
+func (pl *TopologyNative) group(key string, nodes []fwk.NodeInfo) *nativeGrouping {
+	gr := &nativeGrouping{key: key, nodes: nodes}
+	idx := map[string]int{}
+	for i, n := range nodes {
 		v := n.Node().Labels[key]
 		if v == "" {
 			continue
 		}
-		d := idx[v]
-		if d == nil {
-			d = &nativeDomain{value: v}
+		d, seen := idx[v]
+		if !seen {
+			d = len(gr.domains)
 			idx[v] = d
-			out = append(out, d)
+			gr.domains = append(gr.domains, nativeDomainAt{value: v})
 		}
-		d.nodes = append(d.nodes, n)
-		alloc := pl.allocatable(n)
-		d.capacity += alloc
+		gr.domains[d].at = append(gr.domains[d].at, int32(i))
+		gr.domains[d].capacity += pl.allocatable(n)
+	}
+	gr.tight = make([]int, len(gr.domains))
+	for i := range gr.tight {
+		gr.tight[i] = i
+	}
+	slices.SortFunc(gr.tight, func(a, b int) int {
+		da, db := &gr.domains[a], &gr.domains[b]
+		return cmp.Or(cmp.Compare(da.capacity, db.capacity), strings.Compare(da.value, db.value))
+	})
+	return gr
+}
+
+// grouped is the last call's grouping, with this call's nodes in it, when
+// each node has the key's value and allocatable resource of the node at
+// its place then (a node whose object is the same, only its pods changed,
+// is not read); else a new one.
+func (pl *TopologyNative) grouped(key string, nodes []fwk.NodeInfo) *nativeGrouping {
+	if gr := pl.last; gr != nil && gr.key == key && len(gr.nodes) == len(nodes) {
+		same := true
+		for i, n := range nodes {
+			old := gr.nodes[i]
+			if n.Node() != old.Node() && (n.Node().Labels[key] != old.Node().Labels[key] || pl.allocatable(n) != pl.allocatable(old)) {
+				same = false
+				break
+			}
+		}
+		if same {
+			gr.nodes = nodes
+			return gr
+		}
+	}
+	pl.last = pl.group(key, nodes)
+	return pl.last
+}
+
+// room is how many pods of perPod fit on a domain's nodes, node by node.
+func (pl *TopologyNative) room(gr *nativeGrouping, d *nativeDomainAt, perPod int64) int {
+	room := 0
+	for _, i := range d.at {
+		n := gr.nodes[i]
 		if perPod > 0 {
-			d.room += int((alloc - n.GetRequested().GetScalarResources()[v1.ResourceName(pl.s.Resource)]) / perPod)
+			room += int((pl.allocatable(n) - n.GetRequested().GetScalarResources()[v1.ResourceName(pl.s.Resource)]) / perPod)
 		} else {
-			d.room += n.GetAllocatable().GetAllowedPodNumber() - len(n.GetPods())
+			room += n.GetAllocatable().GetAllowedPodNumber() - len(n.GetPods())
 		}
+	}
+	return room
+}
+
+func (gr *nativeGrouping) at(d *nativeDomainAt) []fwk.NodeInfo {
+	nodes := make([]fwk.NodeInfo, len(d.at))
+	for i, at := range d.at {
+		nodes[i] = gr.nodes[at]
+	}
+	return nodes
+}
+
+// domains are the grouping's domains with their nodes and room.
+func (pl *TopologyNative) domains(gr *nativeGrouping, perPod int64) []*nativeDomain {
+	out := make([]*nativeDomain, len(gr.domains))
+	for i := range gr.domains {
+		d := &gr.domains[i]
+		out[i] = &nativeDomain{value: d.value, nodes: gr.at(d), room: pl.room(gr, d, perPod), capacity: d.capacity}
 	}
 	return out
 }
@@ -211,20 +292,23 @@ func (pl *TopologyNative) generate(g fwk.PodGroupInfo, parent *fwk.Placement) ([
 	if want == 0 {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("topology: %s has no pod to place", groupName(g)))
 	}
-	ds := pl.domains(key, per, parent)
-	if len(ds) == 0 {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	gr := pl.grouped(key, parent.Nodes)
+	if len(gr.domains) == 0 {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("topology: no node of %d has the label %s", len(parent.Nodes), key))
 	}
 	if members := pl.memberNodes(g.GetNamespace(), g.GetName()); len(members) > 0 {
 		p := &fwk.Placement{}
 		var values []string
-		for _, d := range ds {
-			if slices.ContainsFunc(d.nodes, func(n fwk.NodeInfo) bool {
-				_, ok := slices.BinarySearch(members, n.Node().Name)
+		for i := range gr.domains {
+			d := &gr.domains[i]
+			if slices.ContainsFunc(d.at, func(at int32) bool {
+				_, ok := slices.BinarySearch(members, gr.nodes[at].Node().Name)
 				return ok
 			}) {
 				values = append(values, d.value)
-				p.Nodes = append(p.Nodes, d.nodes...)
+				p.Nodes = append(p.Nodes, gr.at(d)...)
 			}
 		}
 		if len(values) > 0 {
@@ -233,23 +317,21 @@ func (pl *TopologyNative) generate(g fwk.PodGroupInfo, parent *fwk.Placement) ([
 			return []*fwk.Placement{p}, nil
 		}
 	}
-	var fit []*nativeDomain
-	for _, d := range ds {
-		if d.room >= want {
-			fit = append(fit, d)
+	// The tightest first, each domain's room counted only until
+	// maxPlacements fit.
+	var out []*fwk.Placement
+	for _, i := range gr.tight {
+		if len(out) == pl.s.MaxPlacements {
+			break
 		}
-	}
-	slices.SortStableFunc(fit, func(a, b *nativeDomain) int {
-		return cmp.Or(cmp.Compare(a.capacity, b.capacity), strings.Compare(a.value, b.value))
-	})
-	fit = fit[:min(len(fit), pl.s.MaxPlacements)]
-	out := make([]*fwk.Placement, 0, len(fit))
-	for _, d := range fit {
-		out = append(out, &fwk.Placement{Name: key + "=" + d.value, Nodes: d.nodes})
+		if d := &gr.domains[i]; pl.room(gr, d, per) >= want {
+			out = append(out, &fwk.Placement{Name: key + "=" + d.value, Nodes: gr.at(d)})
+		}
 	}
 	if len(out) > 0 {
 		return out, nil
 	}
+	ds := pl.domains(gr, per)
 	if pl.s.AllowSplit {
 		sorted := slices.Clone(ds)
 		slices.SortStableFunc(sorted, func(a, b *nativeDomain) int { return b.room - a.room })
