@@ -109,10 +109,9 @@ func (p *Policy) perPod(g *guest.Group) int64 {
 
 // domain is the nodes sharing one value of the key.
 type domain struct {
-	value    string
-	nodes    []*guest.NodeInfo
-	room     int   // pods of perPod that fit on its nodes, node by node
-	capacity int64 // its allocatable resource
+	value string
+	nodes []*guest.NodeInfo
+	room  int // pods of perPod that fit on its nodes, node by node
 }
 
 // grouping is a list of nodes grouped by a key's values: each domain's
@@ -218,7 +217,7 @@ func (p *Policy) domains(gr *grouping, perPod int64) []*domain {
 	out := make([]*domain, len(gr.domains))
 	for i := range gr.domains {
 		d := &gr.domains[i]
-		out[i] = &domain{value: d.value, nodes: gr.at(d), room: p.room(gr, d, perPod), capacity: d.capacity}
+		out[i] = &domain{value: d.value, nodes: gr.at(d), room: p.room(gr, d, perPod)}
 	}
 	return out
 }
