@@ -163,10 +163,9 @@ func (pl *TopologyNative) allocatable(ni fwk.NodeInfo) int64 {
 }
 
 type nativeDomain struct {
-	value    string
-	nodes    []fwk.NodeInfo
-	room     int
-	capacity int64
+	value string
+	nodes []fwk.NodeInfo
+	room  int
 }
 
 // nativeGrouping is a list of nodes grouped by a key's values, as the
@@ -266,7 +265,7 @@ func (pl *TopologyNative) domains(gr *nativeGrouping, perPod int64) []*nativeDom
 	out := make([]*nativeDomain, len(gr.domains))
 	for i := range gr.domains {
 		d := &gr.domains[i]
-		out[i] = &nativeDomain{value: d.value, nodes: gr.at(d), room: pl.room(gr, d, perPod), capacity: d.capacity}
+		out[i] = &nativeDomain{value: d.value, nodes: gr.at(d), room: pl.room(gr, d, perPod)}
 	}
 	return out
 }
