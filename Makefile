@@ -65,6 +65,9 @@ RACE_PKGS     := ./host ./host/compose ./host/convert ./host/engine ./host/eval 
 # make test runs them again, whole, without -race.
 RACE_TAGS     := nocontrolplane
 ALSO_PLAIN    := ./host/plugin ./host/policy
+# What make test prints last when a test fails: the failed tests, their
+# messages and packages, from the outputs it kept.
+SUMMARISE_FAILURES := test/failures.sh
 # PKGS but RACE_PKGS, as import paths (evaluated only by make test).
 PLAIN_PKGS     = $(filter-out $(shell $(GO) list $(RACE_PKGS)),$(shell $(GO) list $(PKGS)))
 
@@ -320,16 +323,21 @@ test: default-minor vet
 	@# build with -race on 2 cores. Those tests (ALSO_PLAIN, with the
 	@# sequential tests that skip themselves under -race; host/source's) run
 	@# without it.
-	@claims=$$(mktemp -d) && export $(SHARED_COMPILED)=$$(mktemp -d) && pids= && rc=0; \
+	@# Each go test's output is kept as well (logs/): when one fails, the
+	@# recipe ends with the failed tests and their messages, which the
+	@# packages' server logs would otherwise push out of a log's tail.
+	@claims=$$(mktemp -d) && logs=$$(mktemp -d) && export $(SHARED_COMPILED)=$$(mktemp -d) && pids= && rc=0; \
 	for i in $$(seq 2 $(E2E_PROCS)); do \
 	  echo "$(TEST_CLAIMS)=$$claims $(GO) test $(TESTFLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ &"; \
-	  $(TEST_CLAIMS)=$$claims $(GO) test $(TESTFLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ & pids="$$pids $$!"; \
+	  ( { $(TEST_CLAIMS)=$$claims $(GO) test $(TESTFLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ || touch $$logs/failed; } 2>&1 | tee $$logs/e2e-$$i.log ) & pids="$$pids $$!"; \
 	done; \
 	echo "$(TEST_CLAIMS)=$$claims $(GO) test $(TESTFLAGS) -count=1 -timeout $(TEST_TIMEOUT) [every package but RACE_PKGS] $(ALSO_PLAIN)"; \
-	$(TEST_CLAIMS)=$$claims $(GO) test $(TESTFLAGS) -count=1 -timeout $(TEST_TIMEOUT) $(PLAIN_PKGS) $(ALSO_PLAIN) || rc=1; \
+	{ $(TEST_CLAIMS)=$$claims $(GO) test $(TESTFLAGS) -count=1 -timeout $(TEST_TIMEOUT) $(PLAIN_PKGS) $(ALSO_PLAIN) || touch $$logs/failed; } 2>&1 | tee $$logs/plain.log; \
 	echo "$(RACE_ENV) $(GO) test $(TESTFLAGS) -count=1 -race -tags $(RACE_TAGS) -timeout $(TEST_TIMEOUT) $(RACE_PKGS)"; \
-	$(RACE_ENV) $(GO) test $(TESTFLAGS) -count=1 -race -tags $(RACE_TAGS) -timeout $(TEST_TIMEOUT) $(RACE_PKGS) || rc=1; \
-	for p in $$pids; do wait $$p || rc=1; done; rm -rf $$claims $$$(SHARED_COMPILED); exit $$rc
+	{ $(RACE_ENV) $(GO) test $(TESTFLAGS) -count=1 -race -tags $(RACE_TAGS) -timeout $(TEST_TIMEOUT) $(RACE_PKGS) || touch $$logs/failed; } 2>&1 | tee $$logs/race.log; \
+	for p in $$pids; do wait $$p || rc=1; done; \
+	if [ -e $$logs/failed ]; then rc=1; $(SUMMARISE_FAILURES) $$logs/*.log; fi; \
+	rm -rf $$claims $$logs $$$(SHARED_COMPILED); exit $$rc
 	@# host/clusterctx's stores and usage are fed by informers while cycles
 	@# read them; the tag leaves out its control-plane test (run above).
 	$(RACE_ENV) $(GO) test $(TESTFLAGS) -count=1 -race -tags $(RACE_TAGS) ./host/clusterctx
