@@ -212,7 +212,7 @@ func quotaLiveChange(t *testing.T, c *cluster) {
 	if !c.waitBoundCount("q-burst", 5, 15*time.Second) {
 		// Go on from the state the test wants, so that what follows
 		// still tests what it should.
-		t.Errorf("after raising max to 5, %d pods bound within 15s, want 5: the ElasticQuota change did not requeue the pending pods", len(c.boundPods("q-burst")))
+		t.Errorf("after raising max to 5, %d pods bound within %v, want 5: the ElasticQuota change did not requeue the pending pods", len(c.boundPods("q-burst")), time.Since(start).Round(time.Second))
 		c.nudge()
 		if !c.waitBoundCount("q-burst", 5, 15*time.Second) {
 			t.Fatalf("%d pods bound after raising max to 5 and a node update: %v", len(c.boundPods("q-burst")), c.boundPods("q-burst"))
@@ -229,9 +229,10 @@ func quotaLiveChange(t *testing.T, c *cluster) {
 	c.waitFailedIn("q-burst", "after-lowering", "quota: tenant q-burst would exceed its max of cpu: uses 5, pod requests 1, max 4")
 }
 
-// waitBoundCount waits up to timeout for n pods of ns to be bound.
+// waitBoundCount waits for n pods of ns to be bound, for Patience times
+// timeout (what a quiet machine needs) at most.
 func (c *cluster) waitBoundCount(ns string, n int, timeout time.Duration) bool {
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+	err := testwasm.Poll(c.t, 100*time.Millisecond, timeout, func(context.Context) (bool, error) {
 		return len(c.boundPods(ns)) >= n, nil
 	})
 	return err == nil

@@ -268,8 +268,8 @@ func (r *replica) stop() {
 	_ = r.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-r.done:
-	case <-time.After(60 * time.Second):
-		r.t.Errorf("%s did not exit within 60s of SIGTERM", r.name)
+	case <-time.After(time.Duration(testwasm.Patience()) * 15 * time.Second):
+		r.t.Errorf("%s did not exit within %v of SIGTERM", r.name, time.Duration(testwasm.Patience())*15*time.Second)
 		r.kill()
 	}
 	var exit *exec.ExitError

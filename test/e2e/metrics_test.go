@@ -70,7 +70,9 @@ func TestDocumentedMetrics(t *testing.T) {
 	url := fmt.Sprintf("https://127.0.0.1:%d/metrics", port)
 	token := c.cp.RestConfig().BearerToken
 	var missing []string
-	deadline := time.Now().Add(60 * time.Second)
+	// 15 s on a quiet machine; Patience times that on a loaded one.
+	limit := time.Duration(testwasm.Patience()) * 15 * time.Second
+	deadline := time.Now().Add(limit)
 	for {
 		samples := scrape(t, client, url, token)
 		missing = nil
@@ -116,7 +118,7 @@ func TestDocumentedMetrics(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not on /metrics for policies %v within 60s:\n  %s\n/metrics has:\n%s", ours, strings.Join(missing, "\n  "), samples.wasmsched())
+			t.Fatalf("not on /metrics for policies %v within %v:\n  %s\n/metrics has:\n%s", ours, limit, strings.Join(missing, "\n  "), samples.wasmsched())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -198,8 +198,8 @@ func (c *cluster) refusesSkew(t *testing.T, bin, name string, minor int) {
 	r := startBinary(t, bin, name, config)
 	select {
 	case <-r.done:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%s against Kubernetes %s still running after 60s: it should refuse", name, skew.Minor)
+	case <-time.After(time.Duration(testwasm.Patience()) * 15 * time.Second):
+		t.Fatalf("%s against Kubernetes %s still running after %v: it should refuse", name, skew.Minor, time.Duration(testwasm.Patience())*15*time.Second)
 	}
 	want := fmt.Sprintf("version skew: this kube-scheduler is built from Kubernetes 1.%d and the kube-apiserver is %s", minor, skew.Minor)
 	out := r.out.String()
