@@ -7,6 +7,7 @@ import (
 	"runtime/pprof"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -115,8 +116,10 @@ type counterWatch struct {
 	stopped bool
 }
 
-// watchCounters starts a counterWatch for the workload tCtx runs.
-func watchCounters(tCtx tContext) *counterWatch {
+// watchCounters starts a counterWatch for the workload tCtx runs;
+// atMeasured, if set, is called when the first measured pod appears, before
+// the measured part's CPU profile starts.
+func watchCounters(tCtx tContext, atMeasured func()) *counterWatch {
 	w := &counterWatch{}
 	if c, err := gatherCounters(); err != nil {
 		tCtx.Logf("scheduler counters: %v", err)
@@ -135,6 +138,9 @@ func watchCounters(tCtx tContext) *counterWatch {
 		c, err := gatherCounters()
 		if err != nil {
 			tCtx.Logf("scheduler counters at the first measured pod: %v", err)
+		}
+		if atMeasured != nil {
+			atMeasured()
 		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -315,4 +321,22 @@ func processCPU() float64 {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// TestGuestSince: the measured part of the guest's export times is the
+// end's calls and time less those at the first measured pod; exports not
+// called since are left out, and no longest call is claimed for the part.
+func TestGuestSince(t *testing.T) {
+	start := map[string]exportTime{"sync": {Calls: 10, Ms: 900, MaxMs: 140}, "cycle": {Calls: 5, Ms: 2}}
+	end := map[string]exportTime{"sync": {Calls: 15, Ms: 1000, MaxMs: 140}, "cycle": {Calls: 5, Ms: 2}, "filter": {Calls: 7, Ms: 3, MaxMs: 1}}
+	got := guestSince(end, start)
+	want := map[string]exportTime{"sync": {Calls: 5, Ms: 100}, "filter": {Calls: 7, Ms: 3}}
+	if len(got) != len(want) {
+		t.Fatalf("guestSince = %v, want %v", got, want)
+	}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("guestSince[%s] = %+v, want %+v", name, got[name], w)
+		}
+	}
 }

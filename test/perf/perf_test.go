@@ -603,8 +603,10 @@ type extra struct {
 	TenantUsageSent int64 `json:"tenantUsageSent,omitempty"`
 	ObjectsSent     int64 `json:"objectsSent,omitempty"`
 	// Guest is the time spent in each export of the module, summed over
-	// policies: calls and milliseconds.
-	Guest map[string]exportTime `json:"guest,omitempty"`
+	// policies: calls and milliseconds. GuestMeasured is its part from the
+	// first measured pod on (calls and milliseconds; no longest call).
+	Guest         map[string]exportTime `json:"guest,omitempty"`
+	GuestMeasured map[string]exportTime `json:"guestMeasured,omitempty"`
 	// Counters are the scheduler's batching, queue and attempt counters'
 	// changes over the whole run ("run") and its measured part
 	// ("measured", from the first pod in namespace measure on).
@@ -658,7 +660,14 @@ func BenchmarkPerfScheduling(b *testing.B) {
 			tCtx.Logf("cannot reset peak RSS: %v", err)
 		}
 		name := tCtx.Name()
-		counters := watchCounters(tCtx)
+		// The guest's export times when the first measured pod appears
+		// (under mu).
+		var guestAtMeasured map[string]exportTime
+		counters := watchCounters(tCtx, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			guestAtMeasured = guestTimes(plugins)
+		})
 		var binds *bindWatch
 		if strings.Contains(name, "/Gang_") {
 			binds = watchBindings(tCtx)
@@ -690,17 +699,11 @@ func BenchmarkPerfScheduling(b *testing.B) {
 					x.PodsSent += st.PodsSent
 					x.TenantUsageSent += st.TenantUsageSent
 					x.ObjectsSent += st.ObjectsSent
-					for _, g := range st.Guest {
-						if x.Guest == nil {
-							x.Guest = map[string]exportTime{}
-						}
-						t := x.Guest[g.Export]
-						t.Calls += g.Calls
-						t.Ms += float64(g.Time.Microseconds()) / 1000
-						t.MaxMs = max(t.MaxMs, float64(g.Max.Microseconds())/1000)
-						x.Guest[g.Export] = t
-					}
 				}
+			}
+			x.Guest = guestTimes(plugins)
+			if guestAtMeasured != nil {
+				x.GuestMeasured = guestSince(x.Guest, guestAtMeasured)
 			}
 			plugins = nil
 			extras[name] = x
@@ -718,6 +721,44 @@ func BenchmarkPerfScheduling(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// guestTimes sums, over the plugins' current policies, the time spent in
+// each export of their modules so far; nil when none was called.
+func guestTimes(plugins []*plugin.Plugin) map[string]exportTime {
+	var out map[string]exportTime
+	for _, pl := range plugins {
+		for _, s := range pl.Roster().Slots {
+			p := s.Current()
+			if p == nil {
+				continue
+			}
+			for _, g := range p.Stats().Guest {
+				if out == nil {
+					out = map[string]exportTime{}
+				}
+				t := out[g.Export]
+				t.Calls += g.Calls
+				t.Ms += float64(g.Time.Microseconds()) / 1000
+				t.MaxMs = max(t.MaxMs, float64(g.Max.Microseconds())/1000)
+				out[g.Export] = t
+			}
+		}
+	}
+	return out
+}
+
+// guestSince is the export times of end less those of start (calls and
+// milliseconds; the longest call is not known for the difference).
+func guestSince(end, start map[string]exportTime) map[string]exportTime {
+	out := make(map[string]exportTime, len(end))
+	for name, e := range end {
+		s := start[name]
+		if e.Calls > s.Calls {
+			out[name] = exportTime{Calls: e.Calls - s.Calls, Ms: e.Ms - s.Ms}
+		}
+	}
+	return out
 }
 
 // checkPlacements fails the workload if, under a profile that runs the gpu

@@ -44,13 +44,12 @@ type extra struct {
 	UsageUnchanged int64 `json:"usageUnchanged"`
 	PodsSent       int64 `json:"podsSent"`
 	// TenantUsageSent and ObjectsSent are context synced (issue 22).
-	TenantUsageSent int64 `json:"tenantUsageSent"`
-	ObjectsSent     int64 `json:"objectsSent"`
-	Guest           map[string]struct {
-		Calls int64   `json:"calls"`
-		Ms    float64 `json:"ms"`
-		MaxMs float64 `json:"maxMs"`
-	} `json:"guest"`
+	TenantUsageSent int64      `json:"tenantUsageSent"`
+	ObjectsSent     int64      `json:"objectsSent"`
+	Guest           guestTimes `json:"guest"`
+	// GuestMeasured is Guest's part from the first measured pod on
+	// (2026-11-29 on).
+	GuestMeasured guestTimes `json:"guestMeasured"`
 	// Counters are the scheduler's counters' changes by phase: "run" (the
 	// whole workload) and "measured" (from its first measured pod on).
 	Counters map[string]counters `json:"counters"`
@@ -172,17 +171,25 @@ func mostFirst(m map[string]float64) string {
 	return strings.Join(parts, ", ")
 }
 
-// guestTime lists the time spent in each export, most first, with the
+// guestTimes are the calls of each export of the guest and the time they
+// took.
+type guestTimes map[string]struct {
+	Calls int64   `json:"calls"`
+	Ms    float64 `json:"ms"`
+	MaxMs float64 `json:"maxMs"`
+}
+
+// String lists the time spent in each export, most first, with the
 // longest call when known: "score_nodes 6012 calls 3.61 s (longest 2.1 ms), ...".
-func (x extra) guestTime() string {
-	names := make([]string, 0, len(x.Guest))
-	for name := range x.Guest {
+func (t guestTimes) String() string {
+	names := make([]string, 0, len(t))
+	for name := range t {
 		names = append(names, name)
 	}
-	sort.Slice(names, func(i, j int) bool { return x.Guest[names[i]].Ms > x.Guest[names[j]].Ms })
+	sort.Slice(names, func(i, j int) bool { return t[names[i]].Ms > t[names[j]].Ms })
 	parts := make([]string, len(names))
 	for i, name := range names {
-		g := x.Guest[name]
+		g := t[name]
 		parts[i] = fmt.Sprintf("%s %d calls %.2f s", name, g.Calls, g.Ms/1000)
 		if g.MaxMs > 0 {
 			parts[i] += fmt.Sprintf(" (longest %.1f ms)", g.MaxMs)
@@ -707,7 +714,10 @@ func printMarkdown(w io.Writer, rows []*row) {
 					fmt.Fprintf(w, "Context synced: %d tenant usage entries, %d cluster objects.\n", r.extra.TenantUsageSent, r.extra.ObjectsSent)
 				}
 				if len(r.extra.Guest) > 0 {
-					fmt.Fprintf(w, "Time in the guest's exports (last run): %s.\n", r.extra.guestTime())
+					fmt.Fprintf(w, "Time in the guest's exports (last run): %s.\n", r.extra.Guest)
+					if len(r.extra.GuestMeasured) > 0 {
+						fmt.Fprintf(w, "Of it from the first measured pod on: %s.\n", r.extra.GuestMeasured)
+					}
 				}
 			}
 		}
