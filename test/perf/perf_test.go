@@ -662,11 +662,14 @@ func BenchmarkPerfScheduling(b *testing.B) {
 		name := tCtx.Name()
 		// The guest's export times when the first measured pod appears
 		// (under mu).
-		var guestAtMeasured map[string]exportTime
+		var (
+			guestAtMeasured map[string]exportTime
+			measured        bool
+		)
 		counters := watchCounters(tCtx, func() {
 			mu.Lock()
 			defer mu.Unlock()
-			guestAtMeasured = guestTimes(plugins)
+			guestAtMeasured, measured = guestTimes(plugins), true
 		})
 		var binds *bindWatch
 		if strings.Contains(name, "/Gang_") {
@@ -702,7 +705,7 @@ func BenchmarkPerfScheduling(b *testing.B) {
 				}
 			}
 			x.Guest = guestTimes(plugins)
-			if guestAtMeasured != nil {
+			if measured {
 				x.GuestMeasured = guestSince(x.Guest, guestAtMeasured)
 			}
 			plugins = nil
