@@ -61,6 +61,12 @@ func Patience() int {
 	return 4
 }
 
+// Patient is how long a test waits for an event that takes expected on a
+// quiet machine: Patience times expected.
+func Patient(expected time.Duration) time.Duration {
+	return time.Duration(Patience()) * expected
+}
+
 // Poll calls cond every interval until it holds or returns an error (which
 // Poll returns), for at most Patience times expected and never past the
 // test binary's deadline (less a grace period); then it returns an error
@@ -68,7 +74,7 @@ func Patience() int {
 func Poll(tb testing.TB, interval, expected time.Duration, cond func(ctx context.Context) (bool, error)) error {
 	tb.Helper()
 	start := time.Now()
-	limit := start.Add(time.Duration(Patience()) * expected)
+	limit := start.Add(Patient(expected))
 	if d, ok := deadlineOf(tb); ok && d.Before(limit) {
 		limit = d
 	}

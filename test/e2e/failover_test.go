@@ -266,10 +266,11 @@ func (r *replica) kill() {
 func (r *replica) stop() {
 	r.t.Helper()
 	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	limit := testwasm.Patient(15 * time.Second)
 	select {
 	case <-r.done:
-	case <-time.After(time.Duration(testwasm.Patience()) * 15 * time.Second):
-		r.t.Errorf("%s did not exit within %v of SIGTERM", r.name, time.Duration(testwasm.Patience())*15*time.Second)
+	case <-time.After(limit):
+		r.t.Errorf("%s did not exit within %v of SIGTERM", r.name, limit)
 		r.kill()
 	}
 	var exit *exec.ExitError

@@ -71,7 +71,7 @@ func TestDocumentedMetrics(t *testing.T) {
 	token := c.cp.RestConfig().BearerToken
 	var missing []string
 	// 15 s on a quiet machine; Patience times that on a loaded one.
-	limit := time.Duration(testwasm.Patience()) * 15 * time.Second
+	limit := testwasm.Patient(15 * time.Second)
 	deadline := time.Now().Add(limit)
 	for {
 		samples := scrape(t, client, url, token)

@@ -196,10 +196,11 @@ func (c *cluster) refusesSkew(t *testing.T, bin, name string, minor int) {
 	t.Helper()
 	config := schedulerConfig(t, t.TempDir(), c.kubeconfig, []policy{{Name: "nodepin", Package: "examples/nodepin"}})
 	r := startBinary(t, bin, name, config)
+	limit := testwasm.Patient(15 * time.Second)
 	select {
 	case <-r.done:
-	case <-time.After(time.Duration(testwasm.Patience()) * 15 * time.Second):
-		t.Fatalf("%s against Kubernetes %s still running after %v: it should refuse", name, skew.Minor, time.Duration(testwasm.Patience())*15*time.Second)
+	case <-time.After(limit):
+		t.Fatalf("%s against Kubernetes %s still running after %v: it should refuse", name, skew.Minor, limit)
 	}
 	want := fmt.Sprintf("version skew: this kube-scheduler is built from Kubernetes 1.%d and the kube-apiserver is %s", minor, skew.Minor)
 	out := r.out.String()

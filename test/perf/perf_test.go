@@ -24,6 +24,7 @@ import (
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
 
 	"github.com/wasmsched/wasmsched/host/plugin"
+	"github.com/wasmsched/wasmsched/host/policy"
 	"github.com/wasmsched/wasmsched/internal/testwasm"
 )
 
@@ -669,7 +670,7 @@ func BenchmarkPerfScheduling(b *testing.B) {
 		counters := watchCounters(tCtx, func() {
 			mu.Lock()
 			defer mu.Unlock()
-			guestAtMeasured, measured = guestTimes(plugins), true
+			guestAtMeasured, measured = guestTimes(currentPolicies(plugins)), true
 		})
 		var binds *bindWatch
 		if strings.Contains(name, "/Gang_") {
@@ -685,26 +686,21 @@ func BenchmarkPerfScheduling(b *testing.B) {
 			defer mu.Unlock()
 			// The plugins of this run (the scheduler closes them when it
 			// stops, after this).
-			for _, pl := range plugins {
-				for _, s := range pl.Roster().Slots {
-					p := s.Current()
-					if p == nil {
-						continue
-					}
-					x.Instances += p.Instances()
-					for _, m := range p.GuestMemory() {
-						x.GuestMemory += int64(m)
-					}
-					st := p.Stats()
-					x.NodesSent += st.NodesSent
-					x.UsageSent += st.UsageSent
-					x.UsageUnchanged += st.UsageUnchanged
-					x.PodsSent += st.PodsSent
-					x.TenantUsageSent += st.TenantUsageSent
-					x.ObjectsSent += st.ObjectsSent
+			policies := currentPolicies(plugins)
+			for _, p := range policies {
+				x.Instances += p.Instances()
+				for _, m := range p.GuestMemory() {
+					x.GuestMemory += int64(m)
 				}
+				st := p.Stats()
+				x.NodesSent += st.NodesSent
+				x.UsageSent += st.UsageSent
+				x.UsageUnchanged += st.UsageUnchanged
+				x.PodsSent += st.PodsSent
+				x.TenantUsageSent += st.TenantUsageSent
+				x.ObjectsSent += st.ObjectsSent
 			}
-			x.Guest = guestTimes(plugins)
+			x.Guest = guestTimes(policies)
 			if measured {
 				x.GuestMeasured = guestSince(x.Guest, guestAtMeasured)
 			}
@@ -726,26 +722,34 @@ func BenchmarkPerfScheduling(b *testing.B) {
 	}
 }
 
-// guestTimes sums, over the plugins' current policies, the time spent in
-// each export of their modules so far; nil when none was called.
-func guestTimes(plugins []*plugin.Plugin) map[string]exportTime {
-	var out map[string]exportTime
+// currentPolicies is the version each of the plugins' slots serves now
+// (slots serving none left out).
+func currentPolicies(plugins []*plugin.Plugin) []*policy.Policy {
+	var out []*policy.Policy
 	for _, pl := range plugins {
 		for _, s := range pl.Roster().Slots {
-			p := s.Current()
-			if p == nil {
-				continue
+			if p := s.Current(); p != nil {
+				out = append(out, p)
 			}
-			for _, g := range p.Stats().Guest {
-				if out == nil {
-					out = map[string]exportTime{}
-				}
-				t := out[g.Export]
-				t.Calls += g.Calls
-				t.Ms += float64(g.Time.Microseconds()) / 1000
-				t.MaxMs = max(t.MaxMs, float64(g.Max.Microseconds())/1000)
-				out[g.Export] = t
+		}
+	}
+	return out
+}
+
+// guestTimes sums, over policies, the time spent in each export of their
+// modules so far; nil when none was called.
+func guestTimes(policies []*policy.Policy) map[string]exportTime {
+	var out map[string]exportTime
+	for _, p := range policies {
+		for _, g := range p.Stats().Guest {
+			if out == nil {
+				out = map[string]exportTime{}
 			}
+			t := out[g.Export]
+			t.Calls += g.Calls
+			t.Ms += float64(g.Time.Microseconds()) / 1000
+			t.MaxMs = max(t.MaxMs, float64(g.Max.Microseconds())/1000)
+			out[g.Export] = t
 		}
 	}
 	return out
