@@ -64,6 +64,9 @@ RACE_PKGS     := ./host ./host/compose ./host/convert ./host/engine ./host/eval 
 # seconds each compiling Go-built guests with the instrumented compiler):
 # make test runs them again, whole, without -race.
 RACE_TAGS     := nocontrolplane
+# The program host/engine runs to compile a guest (in a child process):
+# make test names a plain build for the race set (see host/engine).
+COMPILER_EXE  := WASMSCHED_COMPILER_EXE
 ALSO_PLAIN    := ./host/plugin ./host/policy
 # What make test prints last when a test fails: the failed tests, their
 # messages and packages, from the outputs it kept.
@@ -71,7 +74,7 @@ SUMMARISE_FAILURES := test/failures.sh
 # PKGS but RACE_PKGS, as import paths (evaluated only by make test).
 PLAIN_PKGS     = $(filter-out $(shell $(GO) list $(RACE_PKGS)),$(shell $(GO) list $(PKGS)))
 
-.PHONY: test-e2e-race dist chart image image-all image-ci ci-goflags ci-prove-goflags minors default-minor smoke k8s-mods check-k8s-mods all build build-cli build-up build-scheduler examples test-scenarios generate generate-abi generate-deepcopy generate-manifests check-generate protoc test test-short vet bench bench-full bench-huge bench-host perf run clean fuzz fuzz-long tinygo chromium examples-tinygo test-tinygo sdk-proxy sdk-tidy
+.PHONY: test-e2e-race dist chart image image-all image-ci ci-goflags ci-prove-goflags minors default-minor smoke k8s-mods check-k8s-mods all build build-cli build-up build-scheduler examples test-scenarios generate generate-abi generate-deepcopy generate-manifests check-generate protoc test test-short vet bench bench-full bench-huge bench-host perf run clean fuzz fuzz-long tinygo chromium examples-tinygo test-tinygo tinygo-tests sdk-proxy sdk-tidy
 
 all: build examples
 
@@ -234,8 +237,12 @@ $(BIN)/policies/%.tinygo.wasm: FORCE
 ## which compare both builds, the end-to-end TinyGo scenarios, a project
 ## `wasmsched new` scaffolds built by its own Makefile, and every
 ## example's scenario files), on the modules `make examples-tinygo` wrote; a
-## missing toolchain fails them
-test-tinygo: examples-tinygo build-cli
+## missing toolchain fails them. tinygo-tests: the same tests on the
+## modules bin/policies holds already (CI builds them in an earlier step).
+test-tinygo: examples-tinygo
+	@$(MAKE) --no-print-directory tinygo-tests
+
+tinygo-tests: tinygo build-cli
 	@# Its parts side by side, each one's output kept together: they are
 	@# mostly single-threaded TinyGo builds (cmd/wasmsched's) or waits on a
 	@# control plane.
@@ -322,7 +329,8 @@ test: default-minor vet
 	@# start a control plane (RACE_TAGS): an API server is too costly to
 	@# build with -race on 2 cores. Those tests (ALSO_PLAIN, with the
 	@# sequential tests that skip themselves under -race; host/source's) run
-	@# without it.
+	@# without it. The race set's guests compile in a plain build of
+	@# host/engine's tests (COMPILER_EXE), not race-instrumented.
 	@# Each go test's output is kept as well (logs/): when one fails, the
 	@# recipe ends with the failed tests and their messages, which the
 	@# packages' server logs would otherwise push out of a log's tail.
@@ -333,8 +341,10 @@ test: default-minor vet
 	done; \
 	echo "$(TEST_CLAIMS)=$$claims $(GO) test $(TESTFLAGS) -count=1 -timeout $(TEST_TIMEOUT) [every package but RACE_PKGS] $(ALSO_PLAIN)"; \
 	{ $(TEST_CLAIMS)=$$claims $(GO) test $(TESTFLAGS) -count=1 -timeout $(TEST_TIMEOUT) $(PLAIN_PKGS) $(ALSO_PLAIN) || touch $$logs/failed; } 2>&1 | tee $$logs/plain.log; \
-	echo "$(RACE_ENV) $(GO) test $(TESTFLAGS) -count=1 -race -tags $(RACE_TAGS) -timeout $(TEST_TIMEOUT) $(RACE_PKGS)"; \
-	{ $(RACE_ENV) $(GO) test $(TESTFLAGS) -count=1 -race -tags $(RACE_TAGS) -timeout $(TEST_TIMEOUT) $(RACE_PKGS) || touch $$logs/failed; } 2>&1 | tee $$logs/race.log; \
+	echo "$(GO) test $(TESTFLAGS) -c -o $$logs/compiler ./host/engine"; \
+	{ $(GO) test $(TESTFLAGS) -c -o $$logs/compiler ./host/engine || touch $$logs/failed; } 2>&1 | tee $$logs/compiler.log; \
+	echo "$(COMPILER_EXE)=$$logs/compiler $(RACE_ENV) $(GO) test $(TESTFLAGS) -count=1 -race -tags $(RACE_TAGS) -timeout $(TEST_TIMEOUT) $(RACE_PKGS)"; \
+	{ $(COMPILER_EXE)=$$logs/compiler $(RACE_ENV) $(GO) test $(TESTFLAGS) -count=1 -race -tags $(RACE_TAGS) -timeout $(TEST_TIMEOUT) $(RACE_PKGS) || touch $$logs/failed; } 2>&1 | tee $$logs/race.log; \
 	for p in $$pids; do wait $$p || rc=1; done; \
 	if [ -e $$logs/failed ]; then rc=1; $(SUMMARISE_FAILURES) $$logs/*.log; fi; \
 	rm -rf $$claims $$logs $$$(SHARED_COMPILED); exit $$rc
