@@ -55,14 +55,43 @@ func TestTinyGoMissing(t *testing.T) {
 	}
 }
 
-// fakeTB records Fatalf instead of failing.
+// TestTinyGoOff: WASMSCHED_TINYGO=off skips a TinyGo build, saying so,
+// also where the toolchain is installed, and fails it where TinyGo is
+// required as well.
+func TestTinyGoOff(t *testing.T) {
+	t.Setenv(EnvTinyGo, TinyGoOff)
+	for _, require := range []string{"", "1"} {
+		t.Setenv(EnvRequireTinyGo, require)
+		var fatal, skip string
+		func() {
+			defer func() { _ = recover() }()
+			TinyGo(&fakeTB{TB: t, fatal: &fatal, skip: &skip})
+		}()
+		switch {
+		case require == "" && (fatal != "" || !strings.Contains(skip, "TinyGo builds are off here (WASMSCHED_TINYGO=off)")):
+			t.Errorf("off: skipped %q, failed %q; want a skip saying TinyGo builds are off", skip, fatal)
+		case require == "1" && (skip != "" || !strings.Contains(fatal, "cannot be both off and required")):
+			t.Errorf("off and required: skipped %q, failed %q; want a failure naming both", skip, fatal)
+		}
+	}
+}
+
+// fakeTB records Fatalf and Skipf instead of failing or skipping.
 type fakeTB struct {
 	testing.TB
 	fatal *string
+	skip  *string
 }
 
 func (f *fakeTB) Helper() {}
 func (f *fakeTB) Fatalf(format string, args ...any) {
 	*f.fatal = fmt.Sprintf(format, args...)
 	panic("fatal")
+}
+func (f *fakeTB) Skipf(format string, args ...any) {
+	if f.skip == nil {
+		f.TB.Skipf(format, args...)
+	}
+	*f.skip = fmt.Sprintf(format, args...)
+	panic("skip")
 }

@@ -17,13 +17,16 @@ import (
 
 // TinyGo builds. `make tinygo` installs the toolchain into
 // <repo>/.bin/tinygo (bin/tinygo plus the TINYGOROOT beside it, found from
-// the binary's path); $WASMSCHED_TINYGO names another tinygo binary. When
-// the toolchain is absent, a test asking for a TinyGo build is skipped,
-// unless $WASMSCHED_REQUIRE_TINYGO is 1 (`make test-tinygo` sets it), in
-// which case it fails.
+// the binary's path); $WASMSCHED_TINYGO names another tinygo binary, or is
+// "off" (CI's make test: the TinyGo builds are tested later, by make
+// tinygo-tests). When the toolchain is absent or off, a test asking for a
+// TinyGo build is skipped, unless $WASMSCHED_REQUIRE_TINYGO is 1 (`make
+// test-tinygo` sets it), in which case it fails.
 const (
-	// EnvTinyGo overrides the tinygo binary.
+	// EnvTinyGo overrides the tinygo binary; TinyGoOff turns TinyGo
+	// builds off.
 	EnvTinyGo = "WASMSCHED_TINYGO"
+	TinyGoOff = "off"
 	// EnvRequireTinyGo, set to 1, turns a missing toolchain from a skip
 	// into a failure.
 	EnvRequireTinyGo = "WASMSCHED_REQUIRE_TINYGO"
@@ -50,6 +53,12 @@ var tinygoBuilt = map[string]string{}
 func TinyGo(tb testing.TB) string {
 	tb.Helper()
 	bin := os.Getenv(EnvTinyGo)
+	if bin == TinyGoOff {
+		if os.Getenv(EnvRequireTinyGo) == "1" {
+			tb.Fatalf("%s=%s and %s=1: TinyGo builds cannot be both off and required", EnvTinyGo, TinyGoOff, EnvRequireTinyGo)
+		}
+		tb.Skipf("TinyGo builds are off here (%s=%s)", EnvTinyGo, TinyGoOff)
+	}
 	if bin == "" {
 		bin = filepath.Join(Root(tb), ".bin", "tinygo", "bin", "tinygo")
 	}
