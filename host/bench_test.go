@@ -3,8 +3,6 @@ package host_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -390,7 +388,7 @@ func gpuNodes(n int) []fwk.NodeInfo {
 func BenchmarkGPUCycles(b *testing.B) {
 	const n = 5000
 	builds := map[string]func(testing.TB, string) []byte{"go": testwasm.Bytes}
-	if os.Getenv(testwasm.EnvTinyGo) != "" || fileExists(filepath.Join(testwasm.Root(b), ".bin", "tinygo", "bin", "tinygo")) {
+	if testwasm.TinyGoWanted(b) {
 		builds["tinygo"] = testwasm.TinyGoBytes
 	}
 	for _, bench := range []struct {
@@ -516,11 +514,6 @@ func BenchmarkGPUCycles(b *testing.B) {
 			b.ReportMetric(float64(longest.Microseconds()), "us/call-max")
 		})
 	}
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
 }
 
 // cpuTime is the CPU time this process used so far.
@@ -684,7 +677,7 @@ func gangNodes(n int) []fwk.NodeInfo {
 // installed, by TinyGo.
 func BenchmarkQuotaCycles(b *testing.B) {
 	builds := map[string]func(testing.TB, string) []byte{"go": testwasm.Bytes}
-	if os.Getenv(testwasm.EnvTinyGo) != "" || fileExists(filepath.Join(testwasm.Root(b), ".bin", "tinygo", "bin", "tinygo")) {
+	if testwasm.TinyGoWanted(b) {
 		builds["tinygo"] = testwasm.TinyGoBytes
 	}
 	var quotas []string

@@ -3,6 +3,8 @@ package testwasm
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -72,6 +74,32 @@ func TestTinyGoOff(t *testing.T) {
 			t.Errorf("off: skipped %q, failed %q; want a skip saying TinyGo builds are off", skip, fatal)
 		case require == "1" && (skip != "" || !strings.Contains(fatal, "cannot be both off and required")):
 			t.Errorf("off and required: skipped %q, failed %q; want a failure naming both", skip, fatal)
+		}
+	}
+}
+
+// TestTinyGoWanted: benchmarks include TinyGo where the toolchain is
+// installed or required (TinyGo then fails on what is wrong), and leave it
+// out where it is missing or off.
+func TestTinyGoWanted(t *testing.T) {
+	installed := filepath.Join(t.TempDir(), "tinygo")
+	if err := os.WriteFile(installed, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		bin, require string
+		want         bool
+	}{
+		{installed, "", true},
+		{"/nonexistent/tinygo", "", false},
+		{"/nonexistent/tinygo", "1", true}, // TinyGo then fails, naming the path
+		{TinyGoOff, "", false},
+		{TinyGoOff, "1", true}, // TinyGo then fails: off and required
+	} {
+		t.Setenv(EnvTinyGo, c.bin)
+		t.Setenv(EnvRequireTinyGo, c.require)
+		if got := TinyGoWanted(t); got != c.want {
+			t.Errorf("%s=%s %s=%q: TinyGoWanted %v, want %v", EnvTinyGo, c.bin, EnvRequireTinyGo, c.require, got, c.want)
 		}
 	}
 }

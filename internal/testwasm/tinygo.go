@@ -52,23 +52,48 @@ var tinygoBuilt = map[string]string{}
 // $WASMSCHED_REQUIRE_TINYGO=1) when the toolchain is not installed.
 func TinyGo(tb testing.TB) string {
 	tb.Helper()
-	bin := os.Getenv(EnvTinyGo)
+	bin := tinygoBin(tb)
 	if bin == TinyGoOff {
 		if os.Getenv(EnvRequireTinyGo) == "1" {
 			tb.Fatalf("%s=%s and %s=1: TinyGo builds cannot be both off and required", EnvTinyGo, TinyGoOff, EnvRequireTinyGo)
 		}
 		tb.Skipf("TinyGo builds are off here (%s=%s)", EnvTinyGo, TinyGoOff)
 	}
-	if bin == "" {
-		bin = filepath.Join(Root(tb), ".bin", "tinygo", "bin", "tinygo")
-	}
-	if fi, err := os.Stat(bin); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+	if !executable(bin) {
 		if os.Getenv(EnvRequireTinyGo) == "1" {
 			tb.Fatalf("TinyGo toolchain missing at %s and %s=1: run `make tinygo`", bin, EnvRequireTinyGo)
 		}
 		tb.Skipf("TinyGo toolchain missing at %s: run `make tinygo` to test the TinyGo build", bin)
 	}
 	return bin
+}
+
+// TinyGoWanted reports whether a caller that can leave TinyGo out (a
+// benchmark's TinyGo profile or sub-benchmark) should include it: when the
+// toolchain is installed and builds are not off, and always when TinyGo is
+// required ($WASMSCHED_REQUIRE_TINYGO=1), so that TinyGo fails on what is
+// wrong instead of the caller leaving TinyGo out unsaid.
+func TinyGoWanted(tb testing.TB) bool {
+	if os.Getenv(EnvRequireTinyGo) == "1" {
+		return true
+	}
+	bin := tinygoBin(tb)
+	return bin != TinyGoOff && executable(bin)
+}
+
+// tinygoBin is $WASMSCHED_TINYGO (a binary or TinyGoOff), or the binary
+// `make tinygo` installs.
+func tinygoBin(tb testing.TB) string {
+	if bin := os.Getenv(EnvTinyGo); bin != "" {
+		return bin
+	}
+	return filepath.Join(Root(tb), ".bin", "tinygo", "bin", "tinygo")
+}
+
+// executable reports whether path is a file someone may execute.
+func executable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
 // TinyGoPath builds the Go package at pkg (relative to the repository

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"sync"
 	"syscall"
 	"testing"
@@ -113,6 +114,9 @@ type counterWatch struct {
 	// profile is the measured part's CPU profile while it is written
 	// (-measured-cpuprofile).
 	profile *os.File
+	// trace is the measured part's execution trace while it is written
+	// (-measured-trace).
+	trace   *os.File
 	stopped bool
 }
 
@@ -149,6 +153,9 @@ func watchCounters(tCtx tContext, atMeasured func()) *counterWatch {
 		}
 		if *measuredProfile != "" && !w.stopped {
 			w.profile = startProfile(tCtx, *measuredProfile)
+		}
+		if *measuredTrace != "" && !w.stopped {
+			w.trace = startTrace(tCtx, *measuredTrace)
 		}
 	}()
 	return w
@@ -284,6 +291,11 @@ func (w *counterWatch) stop() map[string]schedCounters {
 		_ = w.profile.Close()
 		w.profile = nil
 	}
+	if w.trace != nil {
+		trace.Stop()
+		_ = w.trace.Close()
+		w.trace = nil
+	}
 	w.mu.Unlock()
 	end, err := gatherCounters()
 	if err != nil || w.start == nil {
@@ -307,6 +319,22 @@ func startProfile(tCtx tContext, path string) *os.File {
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		tCtx.Logf("measured-cpuprofile: %v (-test.cpuprofile set as well?)", err)
+		_ = f.Close()
+		return nil
+	}
+	return f
+}
+
+// startTrace starts the execution trace into path; nil (logged) if it
+// cannot.
+func startTrace(tCtx tContext, path string) *os.File {
+	f, err := os.Create(path)
+	if err != nil {
+		tCtx.Logf("measured-trace: %v", err)
+		return nil
+	}
+	if err := trace.Start(f); err != nil {
+		tCtx.Logf("measured-trace: %v (-test.trace set as well?)", err)
 		_ = f.Close()
 		return nil
 	}

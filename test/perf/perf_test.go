@@ -37,6 +37,11 @@ var rounds = flag.Int("rounds", 1, "how many times to run every profile (alterna
 // creation). Run one workload per process: each overwrites the file.
 var measuredProfile = flag.String("measured-cpuprofile", "", "write the CPU profile of the measured part of the workload to this file")
 
+// measuredTrace, when set, is where the measured part's execution trace
+// goes (runtime/trace: what each goroutine waited on, and for how long), as
+// measuredProfile's CPU profile.
+var measuredTrace = flag.String("measured-trace", "", "write the execution trace of the measured part of the workload to this file")
+
 func TestMain(m *testing.M) { testwasm.Main(m, initTests) }
 
 // initTests is scheduler_perf's set-up (its flags, logging), which must run
@@ -128,7 +133,7 @@ func profiles(b *testing.B) []profile {
 		ps = append(ps, p)
 	}
 	wasm("wasm-go", testwasm.Path)
-	if tinygoInstalled(b) {
+	if testwasm.TinyGoWanted(b) {
 		wasm("wasm-tinygo", testwasm.TinyGoPath)
 	} else {
 		b.Logf("no TinyGo toolchain (make tinygo): profile wasm-tinygo left out")
@@ -163,17 +168,6 @@ func quotaAvailable(b *testing.B) bool {
 		return false
 	}
 	return true
-}
-
-// tinygoInstalled reports whether testwasm finds a TinyGo toolchain, without
-// skipping b when it does not.
-func tinygoInstalled(b *testing.B) bool {
-	bin := os.Getenv(testwasm.EnvTinyGo)
-	if bin == "" {
-		bin = filepath.Join(testwasm.Root(b), ".bin", "tinygo", "bin", "tinygo")
-	}
-	fi, err := os.Stat(bin)
-	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
 // config writes the scheduler_perf configuration for ps, with the scheduler
