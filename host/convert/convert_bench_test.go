@@ -3,6 +3,7 @@ package convert_test
 import (
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/host/convert"
@@ -41,5 +42,27 @@ func BenchmarkPod(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		convert.Pod(pod)
+	}
+}
+
+// BenchmarkPodContainers: a pending pod of three app containers (their
+// requests summed directly) against the same pod with an init container
+// (CalculateResource).
+func BenchmarkPodContainers(b *testing.B) {
+	spec := v1.PodSpec{Containers: []v1.Container{
+		container("web", list("cpu", "500m", "memory", "512Mi"), nil),
+		container("sidecar", list("cpu", "100m", "memory", "64Mi"), nil),
+		container("metrics", list("cpu", "50m", "memory", "32Mi"), nil),
+	}}
+	apps := podWith("apps", spec)
+	spec.InitContainers = []v1.Container{container("init", list("cpu", "100m"), nil)}
+	withInit := podWith("with-init", spec)
+	for _, pod := range []*v1.Pod{apps, withInit} {
+		b.Run(pod.Name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				convert.Pod(pod)
+			}
+		})
 	}
 }

@@ -186,6 +186,23 @@ func TestPodRequests(t *testing.T) {
 			want: "cpu=550 mem=0 eph=0 pods=0",
 		},
 		{
+			// Several app containers and nothing else: the sum of their
+			// requests, each resource summed before it is rounded (three
+			// times 0.0001 CPU is 0.0003, charged as 1m, not 3m).
+			name: "three containers, fractions of a millicore",
+			spec: v1.PodSpec{Containers: []v1.Container{
+				container("a", list("cpu", "0.0001", "memory", "100Mi", string(gpu), "1"), list(string(gpu), "1")),
+				container("b", list("cpu", "0.0001", "ephemeral-storage", "1Gi"), nil),
+				container("c", list("cpu", "0.0001", "memory", "28Mi"), nil),
+			}},
+			want: fmt.Sprintf("cpu=1 mem=%d eph=%d pods=0 nvidia.com/gpu=1", 128*mi, gi),
+		},
+		{
+			name: "two containers, one without requests",
+			spec: v1.PodSpec{Containers: []v1.Container{{Name: "a"}, container("b", list("cpu", "1500m", "memory", "1Gi"), nil)}},
+			want: fmt.Sprintf("cpu=1500 mem=%d eph=0 pods=0", gi),
+		},
+		{
 			name: "no requests",
 			spec: v1.PodSpec{Containers: []v1.Container{{Name: "a"}}},
 			want: "cpu=0 mem=0 eph=0 pods=0",

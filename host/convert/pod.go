@@ -42,16 +42,19 @@ func Pod(pod *v1.Pod) *abiv1.Pod {
 	return podMessage(pod, pi.CalculateResource().Resource)
 }
 
-// onlyContainerRequests returns the requests of a pod's one container when
-// they are all CalculateResource would count: no init containers, overhead,
-// pod-level resources or resource claims, and no status that resizing or
-// DRA reads (a pod not yet started). CalculateResource then sums exactly
-// that list, but costs about 15 times the rest of the conversion (three
-// aggregations into maps, for allocated and actuated resources), once per
-// cycle's pod, since the scheduler does not hand plugins its PodInfo.
+// onlyContainerRequests returns the sum of a pod's app containers'
+// requests when they are all CalculateResource would count: no init
+// containers, overhead, pod-level resources or resource claims, and no
+// status that resizing or DRA reads (a pod not yet started).
+// CalculateResource then sums exactly those lists, but costs about 15
+// times the rest of the conversion (three aggregations into maps, for
+// allocated and actuated resources), once per cycle's pod, since the
+// scheduler does not hand plugins its PodInfo. Quantities are added before
+// they are rounded, as CalculateResource adds them: three containers asking
+// 0.0001 CPU each come to 1m, not 3m.
 func onlyContainerRequests(pod *v1.Pod) (v1.ResourceList, bool) {
 	spec, st := &pod.Spec, &pod.Status
-	if len(spec.Containers) != 1 || len(spec.InitContainers) > 0 || spec.Overhead != nil || spec.Resources != nil || len(spec.ResourceClaims) > 0 ||
+	if len(spec.Containers) == 0 || len(spec.InitContainers) > 0 || spec.Overhead != nil || spec.Resources != nil || len(spec.ResourceClaims) > 0 ||
 		len(st.ContainerStatuses) > 0 || len(st.InitContainerStatuses) > 0 || st.Resources != nil || st.AllocatedResources != nil ||
 		st.ExtendedResourceClaimStatus != nil || len(st.ResourceClaimStatuses) > 0 {
 		return nil, false
@@ -61,7 +64,21 @@ func onlyContainerRequests(pod *v1.Pod) (v1.ResourceList, bool) {
 			return nil, false
 		}
 	}
-	return spec.Containers[0].Resources.Requests, true
+	if len(spec.Containers) == 1 {
+		return spec.Containers[0].Resources.Requests, true
+	}
+	sum := make(v1.ResourceList, len(spec.Containers[0].Resources.Requests))
+	for i := range spec.Containers {
+		for name, q := range spec.Containers[i].Resources.Requests {
+			if have, ok := sum[name]; ok {
+				have.Add(q)
+				sum[name] = have
+			} else {
+				sum[name] = q.DeepCopy()
+			}
+		}
+	}
+	return sum, true
 }
 
 // PodFromInfo is Pod for a scheduler PodInfo. It calls pi.CalculateResource,
