@@ -433,7 +433,8 @@ fuzz-long:
 ## bench-huge: the GPU mix at 15 000 nodes (bin/perf/huge), every profile, one round; not in CI.
 ## ROUNDS overrides the rounds; PERF_FLAGS adds test binary flags
 ## (-test.cpuprofile=/abs/path, -measured-cpuprofile=/abs/path for the measured
-## part only, -perf-scheduling-label-filter=full,gpu).
+## part only, -measured-trace=/abs/path its execution trace,
+## -perf-scheduling-label-filter=full,gpu).
 PERF_OUT   ?= $(BIN)/perf
 PERF_FLAGS ?=
 bench: $(TOOLS)/etcd
