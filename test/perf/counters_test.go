@@ -3,6 +3,7 @@ package perf
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"runtime/pprof"
 	"runtime/trace"
@@ -152,10 +153,10 @@ func watchCounters(tCtx tContext, atMeasured func()) *counterWatch {
 			w.measured = &c
 		}
 		if *measuredProfile != "" && !w.stopped {
-			w.profile = startProfile(tCtx, *measuredProfile)
+			w.profile = startMeasured(tCtx, "measured-cpuprofile", "-test.cpuprofile", *measuredProfile, pprof.StartCPUProfile)
 		}
 		if *measuredTrace != "" && !w.stopped {
-			w.trace = startTrace(tCtx, *measuredTrace)
+			w.trace = startMeasured(tCtx, "measured-trace", "-test.trace", *measuredTrace, trace.Start)
 		}
 	}()
 	return w
@@ -310,31 +311,18 @@ func (w *counterWatch) stop() map[string]schedCounters {
 	return out
 }
 
-// startProfile starts the CPU profile into path; nil (logged) if it cannot.
-func startProfile(tCtx tContext, path string) *os.File {
+// startMeasured creates path and has start write into it (the CPU profile
+// or the execution trace of the measured part); nil if it cannot, logged
+// under the flag's name. whole is the test flag that writes the same for
+// the whole process, which must not be set as well.
+func startMeasured(tCtx tContext, flag, whole, path string, start func(io.Writer) error) *os.File {
 	f, err := os.Create(path)
 	if err != nil {
-		tCtx.Logf("measured-cpuprofile: %v", err)
+		tCtx.Logf("%s: %v", flag, err)
 		return nil
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		tCtx.Logf("measured-cpuprofile: %v (-test.cpuprofile set as well?)", err)
-		_ = f.Close()
-		return nil
-	}
-	return f
-}
-
-// startTrace starts the execution trace into path; nil (logged) if it
-// cannot.
-func startTrace(tCtx tContext, path string) *os.File {
-	f, err := os.Create(path)
-	if err != nil {
-		tCtx.Logf("measured-trace: %v", err)
-		return nil
-	}
-	if err := trace.Start(f); err != nil {
-		tCtx.Logf("measured-trace: %v (-test.trace set as well?)", err)
+	if err := start(f); err != nil {
+		tCtx.Logf("%s: %v (%s set as well?)", flag, err, whole)
 		_ = f.Close()
 		return nil
 	}
