@@ -164,6 +164,16 @@ type Cycle struct {
 	// scored are the nodes PreScore was given, in order.
 	scored     []fwk.NodeInfo
 	scoreOrder scoredNodes
+	// direct is the entry whose raw scores are the composition's raw
+	// scores (Cycle.direct), set by PreScore; nil when there is none.
+	direct *Entry
+	// rescore: the cycle scores only the nodes Score is asked about, and
+	// NormalizeScore takes every other raw score from the scheduler
+	// (Rescore).
+	rescore bool
+	// rawScorer is the version whose raw scores the scheduler holds for
+	// every node NormalizeScore normalised (RawScorer).
+	rawScorer *policy.Policy
 }
 
 // NewCycle starts a cycle of pod over the snapshot nodes with members, in

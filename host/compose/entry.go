@@ -29,8 +29,11 @@ type Entry struct {
 	asked atomic.Int64
 	nodes int
 
+	// scoring: the policy scores in this cycle (set by PreScore).
+	scoring bool
 	// scores are the policy's scores of PreScore's nodes, in their order;
-	// nil when it does not score in this cycle.
+	// nil when it does not score in this cycle, or when the cycle rescores
+	// (Cycle.Rescore) and the scheduler holds them.
 	scores []int64
 	// scored: PreScore computed every score in one batch (ScoreAll);
 	// normalized: the guest normalised them in the same call.

@@ -23,24 +23,16 @@ import (
 // unchanged nodes); a policy whose batch fails is asked node by node in
 // Score, where the failure policy applies.
 func (c *Cycle) PreScore(ctx context.Context, nodes []fwk.NodeInfo) bool {
-	any := false
-	for _, e := range c.Entries {
-		e.scores, e.scored, e.normalized = nil, false, false
-		if e.implements(abiv1.Point_POINT_SCORE) {
-			any = true
-			e.scores = make([]int64, len(nodes))
-		}
-	}
-	if !any {
+	if !c.startScoring(nodes) {
 		return false
 	}
-	c.scored = nodes
 	c.scoreOrder = scoredNodes{names: make([]string, len(nodes))}
 	c.Names.fill(c.scoreOrder.names, nodes)
 	for _, e := range c.Entries {
-		if e.scores == nil {
+		if !e.scoring {
 			continue
 		}
+		e.scores = make([]int64, len(nodes))
 		start := time.Now()
 		res, err := e.Version.ScoreAllMemo(ctx, c.Policy, nodes)
 		if err != nil {
@@ -60,36 +52,118 @@ func (c *Cycle) PreScore(ctx context.Context, nodes []fwk.NodeInfo) bool {
 	return true
 }
 
+// startScoring forgets what the entries scored before, marks the ones that
+// score and reports whether any does; direct is the only one, when there
+// is one and nothing compares its scores (a shadow's AfterScore reads every
+// node's).
+func (c *Cycle) startScoring(nodes []fwk.NodeInfo) bool {
+	c.direct, c.rescore, c.rawScorer = nil, false, nil
+	n := 0
+	for _, e := range c.Entries {
+		e.scores, e.scored, e.normalized = nil, false, false
+		if e.scoring = e.implements(abiv1.Point_POINT_SCORE); e.scoring {
+			n++
+			c.direct = e
+		}
+	}
+	if n != 1 || c.direct.AfterScore != nil {
+		c.direct = nil
+	}
+	c.scored = nodes
+	return n > 0
+}
+
+// Rescore is PreScore for the scheduler's batch rescore (Kubernetes 1.37's
+// opportunistic batching): nodes are the candidates of an earlier cycle of
+// a pod with the same signature, whose raw scores the scheduler kept, and
+// the node that cycle chose, which it asks Score about again. reuse is the
+// version that gave the kept raw scores (RawScorer of that cycle; nil if
+// none did). When it is still the composition's only scoring policy,
+// nothing is scored here: ScoreRaw asks the policy about the nodes it is
+// called for, and NormalizeRaw takes the other raw scores from the
+// scheduler. Otherwise it is PreScore: every node scored again.
+func (c *Cycle) Rescore(ctx context.Context, nodes []fwk.NodeInfo, reuse *policy.Policy) bool {
+	if reuse == nil {
+		return c.PreScore(ctx, nodes)
+	}
+	if !c.startScoring(nodes) {
+		return false
+	}
+	if c.direct == nil || c.direct.Version != reuse {
+		return c.PreScore(ctx, nodes)
+	}
+	c.rescore = true
+	c.scoreOrder = scoredNodes{}
+	return true
+}
+
 // Score records the raw scores of ni from the policies PreScore could not
 // score in one batch. A failure under failurePolicy Fail fails the cycle
 // (an Error status). Safe for concurrent use on distinct nodes.
 func (c *Cycle) Score(ctx context.Context, ni fwk.NodeInfo) *Status {
+	_, s := c.ScoreRaw(ctx, ni)
+	return s
+}
+
+// ScoreRaw is Score that also returns the raw score of ni from the
+// composition's only scoring policy: 0 when there is not exactly one, or
+// when its batch normalised its scores already. The scheduler keeps the
+// value with the node's other raw scores and hands it back to a later
+// rescore's NormalizeRaw (Rescore).
+func (c *Cycle) ScoreRaw(ctx context.Context, ni fwk.NodeInfo) (int64, *Status) {
+	if c.rescore {
+		e := c.direct
+		if !e.implements(abiv1.Point_POINT_SCORE) {
+			return 0, nil // ignored since
+		}
+		v, err := c.scoreNode(ctx, e, ni)
+		if err != nil {
+			return 0, c.fail(ctx, e, abiv1.Point_POINT_SCORE, err)
+		}
+		return v, nil
+	}
 	i := -1
+	var raw int64
 	for _, e := range c.Entries {
-		if e.scores == nil || e.scored || !e.implements(abiv1.Point_POINT_SCORE) {
+		if !e.scoring || !e.implements(abiv1.Point_POINT_SCORE) || (e.scored && e != c.direct) {
 			continue
 		}
 		if i < 0 {
 			var ok bool
 			if i, ok = c.scoreOrder.index(-1, ni.Node().Name); !ok {
-				return &Status{Code: abiv1.Code_CODE_ERROR, Reasons: []string{fmt.Sprintf("%s: node %s was not passed to PreScore", Name, ni.Node().Name)}}
+				return 0, &Status{Code: abiv1.Code_CODE_ERROR, Reasons: []string{fmt.Sprintf("%s: node %s was not passed to PreScore", Name, ni.Node().Name)}}
 			}
 		}
-		start := time.Now()
-		v, s, err := e.Version.Score(ctx, c.Policy, ni)
-		e.called(abiv1.Point_POINT_SCORE, start, 1, s, err)
-		if err == nil {
-			err = mustSucceed(e, abiv1.Point_POINT_SCORE, s)
+		if e.scored {
+			if !e.normalized {
+				raw = e.scores[i]
+			}
+			continue
 		}
+		v, err := c.scoreNode(ctx, e, ni)
 		if err != nil {
 			if fs := c.fail(ctx, e, abiv1.Point_POINT_SCORE, err); fs != nil {
-				return fs
+				return 0, fs
 			}
 			continue
 		}
 		e.scores[i] = v
+		if e == c.direct {
+			raw = v
+		}
 	}
-	return nil
+	return raw, nil
+}
+
+// scoreNode asks e's policy for its raw score of ni alone.
+func (c *Cycle) scoreNode(ctx context.Context, e *Entry, ni fwk.NodeInfo) (int64, error) {
+	start := time.Now()
+	v, s, err := e.Version.Score(ctx, c.Policy, ni)
+	e.called(abiv1.Point_POINT_SCORE, start, 1, s, err)
+	if err == nil {
+		err = mustSucceed(e, abiv1.Point_POINT_SCORE, s)
+	}
+	return v, err
 }
 
 // NormalizeScore normalises each policy's scores of the named nodes
@@ -99,27 +173,56 @@ func (c *Cycle) Score(ctx context.Context, ni fwk.NodeInfo) *Status {
 // in 0..100. A score outside 0..100 is the policy's failure. It returns
 // the combined score of each named node; all 0 when no policy scored.
 func (c *Cycle) NormalizeScore(ctx context.Context, names []string) ([]int64, *Status) {
+	return c.NormalizeRaw(ctx, names, nil)
+}
+
+// NormalizeRaw is NormalizeScore given the raw scores the scheduler holds
+// for the named nodes (what ScoreRaw returned for each, in this cycle or
+// in the one whose scores a rescore reuses); only a cycle that Rescore
+// left to the scheduler's scores reads them.
+func (c *Cycle) NormalizeRaw(ctx context.Context, names []string, raws []int64) ([]int64, *Status) {
 	totals := make([]int64, len(names))
 	var weights int64
-	// at[k] is the index into Entry.scores of names[k].
+	// at[k] is the index into PreScore's nodes of names[k].
 	var at []int
+	positions := func() *Status {
+		if at != nil {
+			return nil
+		}
+		if c.scoreOrder.names == nil {
+			c.scoreOrder = scoredNodes{names: make([]string, len(c.scored))}
+			c.Names.fill(c.scoreOrder.names, c.scored)
+		}
+		at = make([]int, len(names))
+		for k, name := range names {
+			i, ok := c.scoreOrder.index(k, name)
+			if !ok {
+				return &Status{Code: abiv1.Code_CODE_ERROR, Reasons: []string{fmt.Sprintf("%s: node %s was not passed to PreScore", Name, name)}}
+			}
+			at[k] = i
+		}
+		return nil
+	}
+	counted := false
 	for _, e := range c.Entries {
-		if e.scores == nil || !e.implements(abiv1.Point_POINT_SCORE) {
+		if !e.scoring || !e.implements(abiv1.Point_POINT_SCORE) {
 			continue
 		}
-		if at == nil {
-			at = make([]int, len(names))
-			for k, name := range names {
-				i, ok := c.scoreOrder.index(k, name)
-				if !ok {
-					return nil, &Status{Code: abiv1.Code_CODE_ERROR, Reasons: []string{fmt.Sprintf("%s: node %s was not passed to PreScore", Name, name)}}
-				}
-				at[k] = i
-			}
-		}
 		ps := make([]policy.NodeScore, len(names))
-		for k, name := range names {
-			ps[k] = policy.NodeScore{Name: name, Score: e.scores[at[k]]}
+		if c.rescore {
+			if len(raws) != len(names) {
+				return nil, &Status{Code: abiv1.Code_CODE_ERROR, Reasons: []string{fmt.Sprintf("%s: %d raw scores for %d nodes", Name, len(raws), len(names))}}
+			}
+			for k, name := range names {
+				ps[k] = policy.NodeScore{Name: name, Score: raws[k]}
+			}
+		} else {
+			if s := positions(); s != nil {
+				return nil, s
+			}
+			for k, name := range names {
+				ps[k] = policy.NodeScore{Name: name, Score: e.scores[at[k]]}
+			}
 		}
 		// The final scores come from the guest's NormalizeScore when it has
 		// one (run here, or already in PreScore's batch).
@@ -131,6 +234,9 @@ func (c *Cycle) NormalizeScore(ctx context.Context, names []string) ([]int64, *S
 		}
 		var infos []fwk.NodeInfo
 		if (guestNormalizes && !e.normalized) || e.AfterScore != nil {
+			if s := positions(); s != nil {
+				return nil, s
+			}
 			infos = make([]fwk.NodeInfo, len(names))
 			for k := range names {
 				infos[k] = c.scored[at[k]]
@@ -163,6 +269,10 @@ func (c *Cycle) NormalizeScore(ctx context.Context, names []string) ([]int64, *S
 			totals[k] += e.Weight * s.Score
 		}
 		weights += e.Weight
+		counted = counted || (e == c.direct && !e.normalized)
+	}
+	if counted {
+		c.rawScorer = c.direct.Version
 	}
 	if weights > 0 {
 		for k := range totals {
@@ -171,6 +281,49 @@ func (c *Cycle) NormalizeScore(ctx context.Context, names []string) ([]int64, *S
 	}
 	return totals, nil
 }
+
+// NormalizeList is NormalizeRaw on the scheduler's list: scores holds the
+// raw scores ScoreRaw returned (or the scheduler kept, in a rescore) and
+// gets the combined ones. A rescore whose policy's raw scores are final
+// (it has no NormalizeScore, or flagged them so for the pod) only checks
+// their range, in place: the combined score of one policy is its own.
+func (c *Cycle) NormalizeList(ctx context.Context, scores fwk.NodeScoreList) *Status {
+	if e := c.direct; c.rescore && e.implements(abiv1.Point_POINT_SCORE) &&
+		(!e.Version.Implements(abiv1.Point_POINT_NORMALIZE_SCORE) || e.Version.ScoresFinal(c.Policy)) {
+		for _, ns := range scores {
+			if err := outOfRange(e, "score", ns.Name, ns.Score); err != nil {
+				if fs := c.fail(ctx, e, abiv1.Point_POINT_SCORE, err); fs != nil {
+					return fs
+				}
+				for k := range scores {
+					scores[k].Score = 0 // left out: no policy counts
+				}
+				return nil
+			}
+		}
+		c.rawScorer = e.Version
+		return nil
+	}
+	names := make([]string, len(scores))
+	raws := make([]int64, len(scores))
+	for k, ns := range scores {
+		names[k], raws[k] = ns.Name, ns.Score
+	}
+	totals, st := c.NormalizeRaw(ctx, names, raws)
+	if st != nil {
+		return st
+	}
+	for k := range scores {
+		scores[k].Score = totals[k]
+	}
+	return nil
+}
+
+// RawScorer is the version whose raw scores ScoreRaw gave the scheduler
+// for every node NormalizeRaw then normalised, with nothing else counting:
+// a later Rescore may leave those scores to the scheduler. nil when
+// another policy scored too, the batch normalised, or the policy failed.
+func (c *Cycle) RawScorer() *policy.Policy { return c.rawScorer }
 
 // ScoreAlone is what m's policy alone makes of nodes in this cycle: its
 // final scores, in the order of nodes, from the calls the composition makes
@@ -241,10 +394,18 @@ func (c *Cycle) ScoreAlone(ctx context.Context, m Member, nodes []fwk.NodeInfo) 
 // them.
 func inRange(e *Entry, call string, ps []policy.NodeScore) error {
 	for _, s := range ps {
-		if s.Score < fwk.MinNodeScore || s.Score > fwk.MaxNodeScore {
-			return e.Version.CallError(call, engine.KindInvalid,
-				fmt.Errorf("%d for node %s is outside %d..%d", s.Score, s.Name, fwk.MinNodeScore, fwk.MaxNodeScore))
+		if err := outOfRange(e, call, s.Name, s.Score); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// outOfRange is the error for a final score outside 0..100, or nil.
+func outOfRange(e *Entry, call, node string, score int64) error {
+	if score < fwk.MinNodeScore || score > fwk.MaxNodeScore {
+		return e.Version.CallError(call, engine.KindInvalid,
+			fmt.Errorf("%d for node %s is outside %d..%d", score, node, fwk.MinNodeScore, fwk.MaxNodeScore))
 	}
 	return nil
 }

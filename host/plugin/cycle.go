@@ -38,6 +38,9 @@ type cycleState struct {
 	changes []policy.PodChange
 	// rejected is the attempt's rejection record, shared by clones.
 	rejected *rejection
+	// clone: the state is a clone the framework took. The scheduler scores
+	// on a clone only to rescore a batch's candidates (score.go).
+	clone bool
 }
 
 // Clone implements fwk.StateData. The composition is shared by clones (it
@@ -47,6 +50,7 @@ type cycleState struct {
 func (s *cycleState) Clone() fwk.StateData {
 	c := *s
 	c.changes = slices.Clip(s.changes)
+	c.clone = true
 	return &c
 }
 

@@ -25,6 +25,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/host/compose"
 	"github.com/wasmsched/wasmsched/host/lifecycle"
+	"github.com/wasmsched/wasmsched/host/policy"
 	"github.com/wasmsched/wasmsched/host/skew"
 )
 
@@ -66,6 +67,10 @@ type Plugin struct {
 	// nodeNames remembers the names of the nodes scored last (the batch
 	// rescore's candidates; compose.NodeNames).
 	nodeNames compose.NodeNames
+	// rawScorer is the policy version whose raw scores the scheduler holds
+	// from the profile's last scoring cycle (compose.Cycle.RawScorer), for
+	// the batch rescores that reuse them (score.go); nil for none.
+	rawScorer atomic.Pointer[policy.Policy]
 	// registered is the eventSet EventsToRegister gave the framework, with
 	// evRegistered set once it did (events.go).
 	registered atomic.Uint32

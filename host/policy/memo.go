@@ -45,8 +45,10 @@ type memoScore struct {
 // of the same generation (an unchanged node) has the same raw score. When
 // the scheduler reuses a cycle's results for the next pod of the same
 // signature (opportunistic batching), it scores its cached nodes again,
-// all but one unchanged: the guest scores that one. Other versions get
-// ScoreAll.
+// all but one unchanged: the guest scores that one. (A rescore whose only
+// scoring policy gave the scheduler its raw scores does not come here:
+// compose.Cycle.Rescore leaves those to the scheduler. This serves the
+// other compositions.) Other versions get ScoreAll.
 func (p *Policy) ScoreAllMemo(ctx context.Context, c *Cycle, nodes []fwk.NodeInfo) (Scores, error) {
 	if !p.scoresRaw || p.view == nil || len(nodes) == 0 {
 		return p.ScoreAll(ctx, c, nodes)

@@ -136,7 +136,7 @@ func profiles(b *testing.B) []profile {
 	if testwasm.TinyGoWanted(b) {
 		wasm("wasm-tinygo", testwasm.TinyGoPath)
 	} else {
-		b.Logf("no TinyGo toolchain (make tinygo): profile wasm-tinygo left out")
+		b.Logf("profile wasm-tinygo left out: no TinyGo toolchain (make tinygo), or %s=%s", testwasm.EnvTinyGo, testwasm.TinyGoOff)
 	}
 	return ps
 }
