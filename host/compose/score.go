@@ -26,6 +26,12 @@ func (c *Cycle) PreScore(ctx context.Context, nodes []fwk.NodeInfo) bool {
 	if !c.startScoring(nodes) {
 		return false
 	}
+	c.scoreAll(ctx, nodes)
+	return true
+}
+
+// scoreAll is PreScore's batch: every scoring policy scores every node.
+func (c *Cycle) scoreAll(ctx context.Context, nodes []fwk.NodeInfo) {
 	c.scoreOrder = scoredNodes{names: make([]string, len(nodes))}
 	c.Names.fill(c.scoreOrder.names, nodes)
 	for _, e := range c.Entries {
@@ -49,7 +55,6 @@ func (c *Cycle) PreScore(ctx context.Context, nodes []fwk.NodeInfo) bool {
 			e.Observer.Called(Call{Point: abiv1.Point_POINT_NORMALIZE_SCORE, Calls: 1, Status: policy.Status{Code: abiv1.Code_CODE_SUCCESS}})
 		}
 	}
-	return true
 }
 
 // startScoring forgets what the entries scored before, marks the ones that
@@ -90,7 +95,8 @@ func (c *Cycle) Rescore(ctx context.Context, nodes []fwk.NodeInfo, reuse *policy
 		return false
 	}
 	if c.direct == nil || c.direct.Version != reuse {
-		return c.PreScore(ctx, nodes)
+		c.scoreAll(ctx, nodes)
+		return true
 	}
 	c.rescore = true
 	c.scoreOrder = scoredNodes{}
