@@ -13,6 +13,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 
 	abiv1 "github.com/wasmsched/wasmsched/abi/v1"
 	"github.com/wasmsched/wasmsched/host/interrupt"
@@ -58,6 +59,7 @@ type Instance struct {
 	mod    api.Module
 	mem    api.Memory
 	ctx    context.Context // carries the instance to the host functions
+	memory any             // what backs mem where the host reserves it (memory_linux.go); nil for wazero's own
 	stderr *tail
 
 	// fns are the module's exports by kind; optional ones (_initialize,
@@ -87,6 +89,7 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 	in := &Instance{m: m}
 	in.stderr = &tail{in: in, keep: true}
 	in.ctx = context.WithValue(context.Background(), instanceKey{}, in)
+	in.ctx = experimental.WithMemoryAllocator(in.ctx, newMemoryAllocator(in))
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions(). // _initialize is called below, under a deadline
