@@ -409,7 +409,7 @@ check-k8s-mods: k8s-mods
 ## duration runs out while a worker is busy (golang/go#75804, fixed in Go
 ## 1.27); a count has no deadline to race.
 FUZZTIME     ?=
-FUZZ_TARGETS := ./guest:FuzzDispatch:20000x ./guest:FuzzValue:50000x ./guest/guesttest:FuzzParseQuantity:50000x ./host/engine:FuzzGuestAnswers:30000x ./host/interrupt:FuzzInstrument:3000x \
+FUZZ_TARGETS := ./guest:FuzzDispatch:20000x ./guest:FuzzIndexNode:30000x ./guest:FuzzValue:50000x ./guest/guesttest:FuzzParseQuantity:50000x ./host/engine:FuzzGuestAnswers:30000x ./host/interrupt:FuzzInstrument:3000x \
                 ./host/source/cmformat:FuzzAssemble:30x ./host/source/cmformat:FuzzPackAssemble:200x
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

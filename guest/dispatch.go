@@ -36,6 +36,12 @@ type instance struct {
 
 	in  []byte // the host writes requests here (see buffer)
 	out []byte // the marshalled result of the last call
+	// restBuf holds a NodeSync's fields other than its node entries, for
+	// decoding (syncRest).
+	restBuf []byte
+	// added counts the bytes of node encodings made resident since the
+	// heap was last given headroom.
+	added int
 	// scores holds the final scores of the last wasmsched_score_nodes, as
 	// little-endian int64s, and nodeScores the NormalizeScore argument.
 	scores     []byte
@@ -189,25 +195,24 @@ func (in *instance) init(n uint32) uint32 {
 
 // sync handles wasmsched_sync.
 func (in *instance) sync(n uint32) uint32 {
-	var req abiv1.NodeSync
-	if err := in.decode(n, &req); err != nil {
+	b, err := in.request(n)
+	if err != nil {
 		return in.fail(Error, "decode NodeSync: "+err.Error())
 	}
-	// The encodings of the upserts and usage updates, which the views keep
-	// instead of the decoded messages (see nodeIndex); none when the views
-	// keep the messages.
-	var raws [][]byte
-	if !in.keepMessages {
-		var err error
-		if raws, err = syncEncodings(in.in[:n], len(req.Upserts), len(req.Usage)); err != nil {
-			return in.fail(Error, "decode NodeSync: "+err.Error())
+	// Where the views keep encodings rather than messages (see nodeIndex),
+	// the nodes and usage updates are read from their encodings (wire.go)
+	// and only the other fields are decoded.
+	var req abiv1.NodeSync
+	if in.keepMessages {
+		err = req.UnmarshalVT(b)
+	} else {
+		var rest []byte
+		if rest, err = in.syncRest(b); err == nil {
+			err = req.UnmarshalVT(rest)
 		}
 	}
-	raw := func(i int) []byte {
-		if raws == nil {
-			return nil
-		}
-		return raws[i]
+	if err != nil {
+		return in.fail(Error, "decode NodeSync: "+err.Error())
 	}
 	// Checked first, so that a refused sync changes nothing of the objects.
 	if err := in.cluster.checkKinds(&req); err != nil {
@@ -218,59 +223,137 @@ func (in *instance) sync(n uint32) uint32 {
 			in.nodes[h] = nil
 		}
 	}
-	for i, ni := range req.Upserts {
-		h := ni.Handle
-		if h < 0 || h >= maxHandle {
-			return in.fail(Error, "node handle "+itoa(int64(h))+" out of range")
+	for _, ni := range req.Upserts {
+		if code := in.putNode(newNodeInfo(ni, nil, true)); code != uint32(Success) {
+			return code
 		}
-		if int(h) >= len(in.nodes) {
-			grown := make([]*NodeInfo, max(int(h)+1, 2*len(in.nodes)))
-			copy(grown, in.nodes)
-			in.nodes = grown
-		}
-		in.nodes[h] = newNodeInfo(ni, raw(i), in.keepMessages)
 	}
-	for i, u := range req.Usage {
-		h := u.Handle
-		if h < 0 || int(h) >= len(in.nodes) || in.nodes[h] == nil {
-			return in.fail(Error, "usage update for node handle "+itoa(int64(h))+", which was never synced")
+	if !in.keepMessages {
+		if code := eachEntry(b, tagUpsert, in.upsert); code != uint32(Success) {
+			return code
 		}
-		in.nodes[h] = withUsage(in.nodes[h], u, raw(len(req.Upserts)+i), in.keepMessages)
+		if in.added >= minHeadroom {
+			headroom(in.added)
+			in.added = 0
+		}
+	}
+	for _, u := range req.Usage {
+		if code := in.useNode(u, nil); code != uint32(Success) {
+			return code
+		}
+	}
+	if !in.keepMessages {
+		if code := eachEntry(b, tagUsage, in.usage); code != uint32(Success) {
+			return code
+		}
 	}
 	in.cluster.apply(&req)
 	in.pending = nil
 	return uint32(Success)
 }
 
-// syncEncodings returns copies of the encodings of a NodeSync's upserts
-// (field 1) and usage updates (field 3), in that order, after walking the
-// message the generated code decoded already: upserts and usage of the
-// counts it found.
-func syncEncodings(b []byte, upserts, usage int) ([][]byte, error) {
-	out := make([][]byte, upserts+usage)
-	if upserts+usage == 0 {
-		return out, nil
-	}
-	var u, g int
+// minHeadroom is how many bytes of node encodings made resident call for
+// headroom: a few nodes at a time fit in what the collector keeps free.
+const minHeadroom = 256 << 10
+
+// NodeSync's node entries: upserts (field 1) and usage updates (field 3).
+const (
+	tagUpsert = 1<<3 | 2
+	tagUsage  = 3<<3 | 2
+)
+
+// syncRest returns the fields of an encoded NodeSync other than its node
+// entries, concatenated into a buffer the instance reuses (the decoder
+// copies what it keeps), having checked that the whole request reads as
+// fields. Where the views keep messages, none of it is needed.
+func (in *instance) syncRest(b []byte) ([]byte, error) {
+	rest := in.restBuf[:0]
 	for len(b) > 0 {
-		tag, field, v, err := nextField(b)
+		tag, field, _, err := nextField(b)
 		if err != nil {
 			return nil, err
 		}
 		b = b[len(field):]
-		switch {
-		case tag == 1<<3|2 && u < upserts:
-			out[u] = append(make([]byte, 0, len(v)), v...)
-			u++
-		case tag == 3<<3|2 && g < usage:
-			out[upserts+g] = append(make([]byte, 0, len(v)), v...)
-			g++
+		if tag != tagUpsert && tag != tagUsage {
+			rest = append(rest, field...)
 		}
 	}
-	if u != upserts || g != usage {
-		return nil, errorString("node records and their encodings differ in number")
+	in.restBuf = rest
+	return rest, nil
+}
+
+// eachEntry calls fn with the encoding of each field tagged tag of an
+// encoded NodeSync that syncRest read, in order, until fn fails. The
+// entries are visited one at a time, not collected: a list of views into
+// the request would be thousands of pointers into one large buffer, which
+// TinyGo's collector resolves each by walking back to the buffer's start.
+func eachEntry(b []byte, tag uint64, fn func([]byte) uint32) uint32 {
+	for len(b) > 0 {
+		t, field, v, err := nextField(b)
+		if err != nil {
+			return uint32(Success) // not met: syncRest read every field
+		}
+		b = b[len(field):]
+		if t == tag {
+			if code := fn(v); code != uint32(Success) {
+				return code
+			}
+		}
 	}
-	return out, nil
+	return uint32(Success)
+}
+
+// upsert makes a resident node of the encoding of an upsert, copied.
+func (in *instance) upsert(enc []byte) uint32 {
+	raw := append(make([]byte, 0, len(enc)), enc...)
+	in.added += len(raw)
+	ni, ok, err := indexNode(raw)
+	if err != nil || !ok {
+		// The generated decoder has the last word on what the reader
+		// does not take.
+		m := &abiv1.NodeInfo{}
+		if err := m.UnmarshalVT(raw); err != nil {
+			return in.fail(Error, "decode NodeSync: "+err.Error())
+		}
+		ni = newNodeInfo(m, raw, false)
+	}
+	return in.putNode(ni)
+}
+
+// usage applies the encoding of a usage update, copied.
+func (in *instance) usage(enc []byte) uint32 {
+	raw := append(make([]byte, 0, len(enc)), enc...)
+	u := &abiv1.NodeUsage{}
+	if err := u.UnmarshalVT(raw); err != nil {
+		return in.fail(Error, "decode NodeSync: "+err.Error())
+	}
+	return in.useNode(u, raw)
+}
+
+// putNode makes ni the resident node of its handle.
+func (in *instance) putNode(ni *NodeInfo) uint32 {
+	h := ni.handle
+	if h < 0 || h >= maxHandle {
+		return in.fail(Error, "node handle "+itoa(int64(h))+" out of range")
+	}
+	if int(h) >= len(in.nodes) {
+		grown := make([]*NodeInfo, max(int(h)+1, 2*len(in.nodes)))
+		copy(grown, in.nodes)
+		in.nodes = grown
+	}
+	in.nodes[h] = ni
+	return uint32(Success)
+}
+
+// useNode applies usage update u, whose encoding is raw (nil where the
+// views keep messages), to its resident node.
+func (in *instance) useNode(u *abiv1.NodeUsage, raw []byte) uint32 {
+	h := u.Handle
+	if h < 0 || int(h) >= len(in.nodes) || in.nodes[h] == nil {
+		return in.fail(Error, "usage update for node handle "+itoa(int64(h))+", which was never synced")
+	}
+	in.nodes[h] = withUsage(in.nodes[h], u, raw, in.keepMessages)
+	return uint32(Success)
 }
 
 // nextField splits the first field off an encoded message: its tag, the

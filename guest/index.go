@@ -14,8 +14,9 @@ import (
 // few hundred nodes per call those are cache misses, and they were most of
 // the cost of scoring a node.
 //
-// The strings live in one byte array per node (text) and the lists hold
-// offsets into it, so that every array here is allocated without pointers.
+// The strings live in one byte array per node (text: for a synced node its
+// encoding itself, wire.go) and the lists hold offsets into it, so that
+// every array here is allocated without pointers.
 // A garbage collector skips such an object without reading it: TinyGo's
 // marks each heap object one by one, and with 5000 decoded nodes resident
 // (some forty objects each) one collection took longer than a call's
@@ -172,8 +173,12 @@ func (x *nodeIndex) addRequested(rs []*abiv1.Scalar) {
 		}
 		x.scalars = append(x.scalars, scalarAmount{name: x.add(s.GetName()), req: s.GetValue()})
 	}
-	// Insertion sort: the host sends lists sorted already, so this is one
-	// pass.
+	x.sortScalars()
+}
+
+// sortScalars sorts the scalars by name. Insertion sort: the host sends
+// lists sorted already, so this is one pass.
+func (x *nodeIndex) sortScalars() {
 	s := x.scalars
 	for i := 1; i < len(s); i++ {
 		for j := i; j > 0 && x.str(s[j].name) < x.str(s[j-1].name); j-- {

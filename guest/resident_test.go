@@ -98,3 +98,25 @@ func BenchmarkResidentNodes(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSyncNodes is an instance taking 5000 nodes in one NodeSync, as
+// a new instance does at its first batch: the time and the allocations
+// per node (natively; on wasm an allocation costs some twenty times as
+// much, RATIONALE.md).
+func BenchmarkSyncNodes(b *testing.B) {
+	const n = 5000
+	data := marshal(b, residentNodes(n))
+	for _, keep := range []bool{false, true} {
+		b.Run(fmt.Sprintf("keep-messages=%v", keep), func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				in := &instance{policy: &Policy{Name: "t"}, ready: true, keepMessages: keep}
+				copy(in.buffer(uint32(len(data))), data)
+				if code := in.sync(uint32(len(data))); code != uint32(Success) {
+					b.Fatalf("sync answered %d: %v", code, in.result.Reasons)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/node")
+		})
+	}
+}
