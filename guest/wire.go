@@ -116,10 +116,10 @@ func indexNode(raw []byte) (n *NodeInfo, ok bool, err error) {
 	r := fieldReader{b: raw, end: len(raw)}
 	for {
 		more, err := r.next()
-		if err != nil || !more {
-			if err != nil {
-				return nil, false, err
-			}
+		if err != nil {
+			return nil, false, err
+		}
+		if !more {
 			break
 		}
 		switch r.num {
